@@ -1,0 +1,1 @@
+"""Nightschool application: core (no Qt, no torch), UI, CLI."""

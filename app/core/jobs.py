@@ -1,0 +1,207 @@
+"""Jobs: create (check data + model, snapshot, spec), launch the engine subprocess, reconcile, finalise."""
+from __future__ import annotations
+
+import secrets
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+
+import psutil
+from sqlalchemy import select
+
+from app.core import paths
+from app.core import protocol as P
+from app.core.chatdata import check_chat_file, write_snapshot
+from app.core.events import last_of, read_events
+from app.core.modelref import check_model_ref
+from app.core.schema import CheckpointRow, Job, Run, utcnow
+from app.core.spec import DEFAULT_MODEL, Hyper, JobSpec
+from app.core.store import Store
+from app.core.validation import ResultRefused, validate
+
+ACTIVE = ("starting", "running")
+STDERR_TAIL_LINES = 25
+
+
+def new_job_id() -> str:
+    return f"{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+class JobManager:
+    """Owns the lifecycle of jobs in one store. Engine processes outlive it (they are in their own session)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._procs: dict[str, subprocess.Popen] = {}
+
+    # --- create ------------------------------------------------------------------------------
+    def submit(self, dataset: str | Path, model: str = DEFAULT_MODEL, hyper: Hyper | None = None,
+               start: bool = True) -> Job:
+        """Check the file and the model, snapshot the usable records into a new run dir, write the spec."""
+        report = check_chat_file(dataset)
+        check_model_ref(model)
+        job_id = new_job_id()
+        run_dir = paths.runs_dir() / job_id
+        run_dir.mkdir(parents=True)
+        snapshot = run_dir / "dataset.jsonl"
+        dataset_sha = write_snapshot(report, snapshot, run_dir / "quarantine.jsonl")
+        spec = JobSpec(job_id=job_id, dataset_path=str(snapshot), dataset_sha256=dataset_sha, model=model,
+                       models_dir=str(paths.models_dir()), run_dir=str(run_dir),
+                       socket_path=str(paths.socket_path(run_dir, job_id)), token=secrets.token_urlsafe(24),
+                       hyper=hyper or Hyper())
+        spec_path = run_dir / "spec.json"
+        spec_sha = spec.write(spec_path)
+        with self.store.session() as s:
+            job = Job(id=job_id, dataset_path=str(Path(dataset).resolve()), dataset_sha256=dataset_sha,
+                      model_ref=model, spec_path=str(spec_path), spec_sha256=spec_sha,
+                      records=len(report.records),
+                      error=f"{len(report.problems)} line(s) set aside, see quarantine.jsonl"
+                      if report.problems else None)
+            s.add(job)
+        if start:
+            self.launch(job_id)
+        return self.job(job_id)
+
+    # --- run ---------------------------------------------------------------------------------
+    def launch(self, job_id: str) -> Run:
+        """Start the engine for a job in its own session, so closing or killing the GUI leaves it running."""
+        job = self.job(job_id)
+        spec, _ = JobSpec.read(Path(job.spec_path))
+        run_dir = Path(spec.run_dir)
+        with (run_dir / "engine.out").open("ab") as out, (run_dir / "engine.err").open("ab") as err:
+            proc = subprocess.Popen([paths.engine_python(), "-m", "engine", "--spec", job.spec_path],
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                                    cwd=str(Path(__file__).resolve().parents[2]))
+        self._procs[job_id] = proc
+        with self.store.session() as s:
+            run = Run(job_id=job_id, run_dir=str(run_dir), socket_path=spec.socket_path, pid=proc.pid,
+                      pid_started=_create_time(proc.pid), state="running")
+            s.add(run)
+            s.get(Job, job_id).state = "running"
+        return self.latest_run(job_id)
+
+    def is_alive(self, run: Run) -> bool:
+        """Whether the run's engine process still runs (pid + start time guard against pid reuse)."""
+        proc = self._procs.get(run.job_id)
+        if proc is not None and proc.poll() is not None:
+            return False
+        if run.pid is None:
+            return False
+        try:
+            p = psutil.Process(run.pid)
+            if run.pid_started and abs(p.create_time() - run.pid_started) > 1.0:
+                return False
+            return p.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    def reconcile(self) -> list[str]:
+        """Finalise every job whose engine has exited; return their ids."""
+        done = []
+        for job in self.jobs(states=ACTIVE):
+            run = self.latest_run(job.id)
+            if run is None or not self.is_alive(run):
+                self.finalise(job.id)
+                done.append(job.id)
+        return done
+
+    def wait(self, job_id: str, timeout: float = 600.0) -> Job:
+        """Block until the job's engine exits, then finalise it (CLI and tests)."""
+        deadline = time.monotonic() + timeout
+        run = self.latest_run(job_id)
+        while self.is_alive(run):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} still running after {timeout:.0f}s")
+            time.sleep(0.2)
+        return self.finalise(job_id)
+
+    # --- finish ------------------------------------------------------------------------------
+    def finalise(self, job_id: str) -> Job:
+        """Validate the result fail-closed; register checkpoints only for a valid result."""
+        job = self.job(job_id)
+        if job.state not in ACTIVE:
+            return job
+        run = self.latest_run(job_id)
+        proc = self._procs.pop(job_id, None)
+        exit_code = proc.wait() if proc else None
+        run_dir = Path(run.run_dir)
+        result_file = run_dir / "result.json"
+        events = read_events(run_dir / "events.jsonl")
+        state, error, raw = "failed", None, None
+        if result_file.is_file():
+            raw = result_file.read_text(encoding="utf-8")
+            spec, spec_sha = JobSpec.read(Path(job.spec_path))
+            try:
+                result = validate(raw, spec, job.spec_sha256 if spec_sha == job.spec_sha256 else "spec-changed")
+                state = result.status
+            except ResultRefused as exc:
+                error = str(exc)
+        else:
+            error = failure_message(events, run_dir)
+        self._record_end(job_id, run.id, state, error, raw, exit_code, events)
+        return self.job(job_id)
+
+    def _record_end(self, job_id, run_id, state, error, raw, exit_code, events) -> None:
+        with self.store.session() as s:
+            job, run = s.get(Job, job_id), s.get(Run, run_id)
+            job.state, run.state = state, state
+            if state == "failed":
+                job.error = error  # on success the note about set-aside lines stays
+            run.error, run.exit_code, run.result_json, run.ended_at = error, exit_code, raw, utcnow()
+            if state == "failed":
+                return
+            for env in events:
+                if env.type == "checkpoint" and Path(env.body.path).is_dir():
+                    s.add(CheckpointRow(run_id=run_id, step=env.body.step, kind="checkpoint", path=env.body.path))
+            result = P.Result.model_validate_json(raw)
+            s.add(CheckpointRow(run_id=run_id, step=int(result.metrics.get("steps") or 0), kind="adapter",
+                                path=result.adapter_path, sha256=result.adapter_sha256))
+
+    # --- queries -----------------------------------------------------------------------------
+    def job(self, job_id: str) -> Job:
+        with self.store.session() as s:
+            job = s.get(Job, job_id)
+            if job is None:
+                raise KeyError(f"no job {job_id!r}; `nightschool jobs` lists them")
+            return job
+
+    def jobs(self, states: tuple[str, ...] | None = None) -> list[Job]:
+        with self.store.session() as s:
+            q = select(Job).order_by(Job.created_at.desc())
+            if states:
+                q = q.where(Job.state.in_(states))
+            return list(s.scalars(q))
+
+    def latest_run(self, job_id: str) -> Run | None:
+        with self.store.session() as s:
+            return s.scalars(select(Run).where(Run.job_id == job_id).order_by(Run.id.desc())).first()
+
+    def checkpoints(self, job_id: str) -> list[CheckpointRow]:
+        with self.store.session() as s:
+            q = select(CheckpointRow).join(Run).where(Run.job_id == job_id).order_by(CheckpointRow.id)
+            return list(s.scalars(q))
+
+
+def failure_message(events, run_dir: Path) -> str:
+    """What the engine said before it died, plus the tail of its stderr."""
+    err = last_of(events, "error")
+    head = (f"{err.body.message}. {err.body.why} {err.body.fix}".strip() if err
+            else "the engine exited without a result")
+    tail = stderr_tail(run_dir)
+    return f"{head}\n--- engine stderr (last lines) ---\n{tail}" if tail else head
+
+
+def stderr_tail(run_dir: Path, lines: int = STDERR_TAIL_LINES) -> str:
+    path = run_dir / "engine.err"
+    if not path.is_file():
+        return ""
+    text = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    return "\n".join(text[-lines:])
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
+        return None

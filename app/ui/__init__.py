@@ -1,0 +1,1 @@
+"""Qt user interface: main window, panel controllers, engine client glue."""

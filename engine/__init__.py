@@ -1,0 +1,1 @@
+"""Engine: one subprocess per job (train / eval / export); never imports Qt."""

@@ -1,0 +1,69 @@
+"""Engine entry point: `python -m engine --spec FILE` runs one job and exits (freeing RAM/VRAM).
+
+The socket comes up before the heavy imports, so a client sees `loading` within a second of the launch.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from app.core import protocol as P
+from app.core.modelref import ModelRefError
+from app.core.spec import JobSpec
+from engine.errors import EngineError
+from engine.server import EngineServer
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m engine", description="Run one Nightschool job.")
+    parser.add_argument("--spec", required=True, type=Path, help="the job's spec.json")
+    return parser.parse_args(argv)
+
+
+def _fail(server: EngineServer, body: P.Error) -> int:
+    server.emit(body)
+    server.emit(P.State(state="failed", detail=body.message))
+    print(f"error: {body.message}. {body.why} {body.fix}".strip(), file=sys.stderr)
+    return 1
+
+
+def run_job(spec: JobSpec, spec_sha256: str, server: EngineServer) -> int:
+    server.emit(P.State(state="loading", detail="loading the training stack and the model"))
+    try:
+        if spec.kind != "sft":
+            raise EngineError(f"unknown job kind {spec.kind!r}", fix="this engine runs: sft")
+        from engine.recipes import sft
+
+        result = sft.run(spec, spec_sha256, server)
+    except EngineError as exc:
+        return _fail(server, exc.body())
+    except ModelRefError as exc:
+        return _fail(server, P.Error(message="the model cannot be used", why=str(exc)))
+    except Exception as exc:  # the job fails visibly, with the traceback in its events and stderr
+        tb = traceback.format_exc()
+        print(tb, file=sys.stderr)
+        return _fail(server, P.Error(message=f"training crashed: {type(exc).__name__}: {exc}",
+                                     fix="see the traceback; the run's engine.err has the full log",
+                                     traceback=tb[-4000:]))
+    server.emit(P.State(state=result.status, detail=f"{result.metrics.get('steps')} steps"))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    spec, spec_sha256 = JobSpec.read(args.spec)
+    run_dir = Path(spec.run_dir)
+    server = EngineServer(spec.job_id, Path(spec.socket_path), spec.token, run_dir / "events.jsonl", spec.kind)
+    server.start()
+    server.emit(P.State(state="starting", detail=f"engine pid {os.getpid()}"))
+    try:
+        return run_job(spec, spec_sha256, server)
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

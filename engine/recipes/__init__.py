@@ -1,0 +1,1 @@
+"""Training recipes run by the engine (one per job kind)."""

@@ -1,0 +1,54 @@
+"""Build a tiny real causal LM (a few hundred K params) with a BPE tokenizer trained on fixture text, for fast tests."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+          "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CORPUS = [
+    "user assistant system tool The capital of France is Paris.",
+    "def add(a, b): return a + b  # python code, tests, files, bash, grep, edit, read",
+    "Let me read the file first. Then I will run the tests. Actually, the error is in main.py.",
+    "What is the capital of Spain? Madrid. Italy? Rome. Germany? Berlin. Answer briefly.",
+] * 20
+
+
+def chat_records(n: int = 24) -> list[dict]:
+    """A small, learnable chat dataset."""
+    pairs = [("France", "Paris"), ("Spain", "Madrid"), ("Italy", "Rome"), ("Germany", "Berlin")]
+    out = []
+    for i in range(n):
+        country, city = pairs[i % len(pairs)]
+        out.append({"messages": [{"role": "user", "content": f"What is the capital of {country}?"},
+                                 {"role": "assistant", "content": f"The capital of {country} is {city}."}]})
+    return out
+
+
+def build(out: Path) -> Path:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIALS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
+                                   pad_token="<|im_end|>", unk_token="<|endoftext|>")
+    fast.chat_template = CHATML
+    config = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                         bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id,
+                         pad_token_id=fast.pad_token_id, tie_word_embeddings=True)
+    model = LlamaForCausalLM(config)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    fast.save_pretrained(out)
+    return out
+
+
+if __name__ == "__main__":
+    print(build(Path(sys.argv[1])))
