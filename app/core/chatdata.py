@@ -92,7 +92,7 @@ def _read_line(report: ChatFileReport, number: int, raw: bytes) -> None:
     if len(raw) > MAX_LINE_BYTES:
         report.problems.append(Problem(number, f"line is {len(raw)} bytes, over the {MAX_LINE_BYTES} limit"))
         return
-    text = raw.decode("utf-8", errors="replace")
+    text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
     try:
         rec = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -117,8 +117,19 @@ def _refuse_if_unusable(path: Path, report: ChatFileReport) -> None:
         raise DatasetError(f"{path.name} looks like {name}, not chat `messages` records. The SFT recipe trains on "
                            "lines like {\"messages\": [{\"role\": \"user\", ...}, {\"role\": \"assistant\", ...}]}: "
                            "convert the file to that shape.")
+    if _is_one_json_document(path):
+        raise DatasetError(f"{path.name} is one JSON document, not JSON Lines. Put one chat record per line "
+                           "({\"messages\": [...]}), e.g. with `jq -c '.[]' file.json > file.jsonl`.")
     shown = "; ".join(f"line {p.line}: {p.reason}" for p in report.problems[:SHOWN_PROBLEMS])
     raise DatasetError(f"{path.name} has no usable chat record ({report.summary()}). {shown}")
+
+
+def _is_one_json_document(path: Path) -> bool:
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+        return True
+    except (ValueError, UnicodeDecodeError):
+        return False
 
 
 def check_chat_file(path: str | Path) -> ChatFileReport:

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from app.core import paths
 from app.core import protocol as P
 from app.core.chatdata import check_chat_file, write_snapshot
+from app.core.client import EngineClient, Follower
 from app.core.events import last_of, read_events
 from app.core.modelref import check_model_ref
 from app.core.schema import CheckpointRow, Job, Run, utcnow
@@ -157,6 +158,13 @@ class JobManager:
             result = P.Result.model_validate_json(raw)
             s.add(CheckpointRow(run_id=run_id, step=int(result.metrics.get("steps") or 0), kind="adapter",
                                 path=result.adapter_path, sha256=result.adapter_sha256))
+
+    def follower(self, job_id: str, sink) -> Follower:
+        """A Follower that replays this job's latest run and streams it live while its engine runs."""
+        job, run = self.job(job_id), self.latest_run(job_id)
+        spec, _ = JobSpec.read(Path(job.spec_path))
+        client = EngineClient(run.socket_path, spec.token, job_id)
+        return Follower(Path(run.run_dir) / "events.jsonl", client, sink, lambda: self.is_alive(run))
 
     # --- queries -----------------------------------------------------------------------------
     def job(self, job_id: str) -> Job:

@@ -1,0 +1,156 @@
+"""The `nightschool` command: the GUI where there is a display, a headless run where there is none, and job commands."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from app.core import paths
+from app.core.chatdata import DatasetError
+from app.core.modelref import ModelRefError
+from app.core.spec import DEFAULT_MODEL, Hyper
+
+RESOURCES = Path(__file__).resolve().parents[1] / "resources"
+SAMPLE = RESOURCES / "sample_chat.jsonl"
+
+
+def has_display() -> bool:
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+                or os.environ.get("QT_QPA_PLATFORM") == "offscreen")
+
+
+def _manager():
+    from app.core.jobs import JobManager
+    from app.core.store import Store
+
+    manager = JobManager(Store())
+    manager.reconcile()
+    return manager
+
+
+def cmd_default(args: argparse.Namespace) -> int:
+    if has_display() and not args.headless:
+        from app.ui.main import run_gui
+
+        return run_gui()
+    print("No display found: running headless.\n"
+          f"Training the embedded default model ({DEFAULT_MODEL}: SmolLM2-135M-Instruct) on the sample data "
+          f"in {SAMPLE.name} for {args.max_steps} steps.\n"
+          "Your own data: nightschool train FILE.jsonl   ·   Jobs: nightschool jobs   ·   "
+          f"Data dir: {paths.data_dir()}\n")
+    args.file, args.model, args.detach = str(SAMPLE), DEFAULT_MODEL, False
+    return cmd_train(args)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    manager = _manager()
+    try:
+        job = manager.submit(args.file, model=args.model, hyper=Hyper(max_steps=args.max_steps))
+    except (DatasetError, ModelRefError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"job {job.id}: {job.records} records from {Path(args.file).name}, model {job.model_ref}")
+    if job.error:
+        print(f"note: {job.error}")
+    if args.detach:
+        print(f"running in the background. Follow it: nightschool attach {job.id}")
+        return 0
+    return attach(manager, job.id)
+
+
+def cmd_jobs(_args: argparse.Namespace) -> int:
+    manager = _manager()
+    jobs = manager.jobs()
+    if not jobs:
+        print("no jobs yet. Start one: nightschool train FILE.jsonl")
+        return 0
+    print(f"{'JOB':22} {'STATE':10} {'RECORDS':>7}  MODEL / DATASET")
+    for job in jobs:
+        print(f"{job.id:22} {job.state:10} {job.records:>7}  {job.model_ref} / {Path(job.dataset_path).name}")
+        if job.state == "failed" and job.error:
+            print(f"{'':22} {job.error.splitlines()[0]}")
+    return 0
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    manager = _manager()
+    try:
+        manager.job(args.job)
+    except KeyError as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 2
+    return attach(manager, args.job)
+
+
+def cmd_command(args: argparse.Namespace) -> int:
+    """pause / resume / stop / checkpoint: send one command to a running job."""
+    manager = _manager()
+    job = manager.job(args.job)
+    if job.state not in ("running", "starting"):
+        print(f"job {args.job} is {job.state}, not running", file=sys.stderr)
+        return 2
+
+    async def send() -> None:
+        follower = manager.follower(args.job, lambda env: None)
+        await follower.client.connect(since_seq=10**9, alive=lambda: manager.is_alive(manager.latest_run(args.job)))
+        await follower.client.send(args.command)
+        await follower.client.close()
+
+    asyncio.run(send())
+    print(f"sent {args.command} to job {args.job}")
+    return 0
+
+
+def attach(manager, job_id: str) -> int:
+    """Follow a job in the terminal with a progress bar (loss, ETA); Ctrl-C detaches and leaves it running."""
+    from app.cli_progress import TerminalView
+
+    view = TerminalView(job_id)
+    try:
+        asyncio.run(manager.follower(job_id, view.on_event).run())
+    except KeyboardInterrupt:
+        view.close()
+        print(f"\ndetached: job {job_id} keeps running. Re-attach: nightschool attach {job_id}")
+        return 0
+    view.close()
+    job = manager.finalise(job_id)
+    return view.report(job)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nightschool", description=__doc__)
+    parser.add_argument("--headless", action="store_true", help="never open the GUI")
+    parser.add_argument("--max-steps", type=int, default=20, help="steps for the headless sample run")
+    parser.set_defaults(func=cmd_default)
+    sub = parser.add_subparsers(title="commands")
+    train = sub.add_parser("train", help="train a LoRA adapter on a chat JSONL file")
+    train.add_argument("file")
+    train.add_argument("--model", default=DEFAULT_MODEL, help="'default' (embedded SmolLM2), a folder, or a hub id")
+    train.add_argument("--max-steps", type=int, default=Hyper().max_steps)
+    train.add_argument("--detach", action="store_true", help="start the job and return")
+    train.set_defaults(func=cmd_train)
+    sub.add_parser("jobs", help="list jobs").set_defaults(func=cmd_jobs)
+    att = sub.add_parser("attach", help="follow a job's progress and loss")
+    att.add_argument("job")
+    att.set_defaults(func=cmd_attach)
+    for name, command in (("pause", "pause"), ("resume", "resume"), ("stop", "stop"),
+                          ("checkpoint", "checkpoint_now")):
+        p = sub.add_parser(name, help=f"{name} a running job")
+        p.add_argument("job")
+        p.set_defaults(func=cmd_command, command=command)
+    gui = sub.add_parser("gui", help="open the window")
+    gui.set_defaults(func=lambda _a: __import__("app.ui.main", fromlist=["run_gui"]).run_gui())
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

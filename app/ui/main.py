@@ -1,0 +1,36 @@
+"""GUI entry: QApplication + qasync loop, the store and job manager, the main window."""
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import qasync
+from PySide6.QtWidgets import QApplication
+
+from app.core.jobs import JobManager
+from app.core.store import Store
+from app.ui.main_window import MainWindow
+from app.ui.training import TrainingController
+
+
+def build_window(store: Store | None = None) -> MainWindow:
+    """The window wired to a store; re-attaches to running jobs and replays their history."""
+    controller = TrainingController(JobManager(store or Store()))
+    window = MainWindow(controller)
+    controller.attach_all()
+    return window
+
+
+def run_gui() -> int:
+    app = QApplication.instance() or QApplication(sys.argv)
+    app.setApplicationName("Nightschool")
+    app.setStyle("Fusion")
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    closed = asyncio.Event()
+    app.aboutToQuit.connect(closed.set)
+    with loop:
+        window = build_window()
+        window.show()
+        loop.run_until_complete(closed.wait())
+    return 0

@@ -1,0 +1,158 @@
+"""Benchmark: train tokens/s of a Nightschool SFT engine job versus a plain TRL SFTTrainer script (prints figures)."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+KEYS = ("max_steps", "per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate", "warmup_steps",
+        "max_length", "seed", "logging_steps", "save_steps", "assistant_only_loss", "bf16", "use_cpu")
+LORA_KEYS = ("r", "lora_alpha", "lora_dropout", "target_modules", "task_type")
+
+
+def prepare_model(choice: str, tmp: Path) -> tuple[str, Path]:
+    """(model ref for the engine, folder for the plain script); NIGHTSCHOOL_HOME ends up as <tmp>/home."""
+    from app.core import paths
+    from engine import models
+
+    home = tmp / "home"
+    if choice == "smollm2":
+        cached = models.materialise_embedded(paths.models_dir())  # the user's cache: built once, then reused
+        (home / "models").mkdir(parents=True)
+        (home / "models" / models.EMBEDDED_DIR).symlink_to(cached.resolve(), target_is_directory=True)
+        os.environ["NIGHTSCHOOL_HOME"] = str(home)
+        return "default", home / "models" / models.EMBEDDED_DIR
+    from tests.tiny_model import build
+
+    os.environ["NIGHTSCHOOL_HOME"] = str(home)
+    folder = build(tmp / "tiny")
+    return str(folder), folder
+
+
+def plain_config(h, out: Path, cuda: bool):
+    """The plain script's SFTConfig, written by hand with the hyper-parameters the engine uses."""
+    from trl import SFTConfig
+
+    return SFTConfig(output_dir=str(out), max_steps=h.max_steps, num_train_epochs=h.epochs,
+                     per_device_train_batch_size=h.batch_size, gradient_accumulation_steps=h.grad_accum,
+                     learning_rate=h.learning_rate, warmup_steps=h.warmup, logging_steps=h.logging_steps,
+                     save_strategy="steps", save_steps=h.save_steps, save_total_limit=3, seed=h.seed,
+                     max_length=h.max_length, assistant_only_loss=True, report_to="none", disable_tqdm=True,
+                     bf16=cuda, use_cpu=not cuda, dataloader_num_workers=0)
+
+
+def run_plain(folder: Path, records: list[dict], h, out: Path) -> dict:
+    """Load, patch the chat template like the engine does, train; tokens/s from the trainer's own log."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTTrainer
+
+    from engine.chat_template import training_template
+
+    started = time.monotonic()
+    cuda = torch.cuda.is_available()
+    dtype = torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float32
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.chat_template = training_template(tokenizer.chat_template)
+    lora = LoraConfig(r=h.lora_r, lora_alpha=h.lora_alpha, lora_dropout=h.lora_dropout,
+                      target_modules="all-linear", task_type="CAUSAL_LM")
+    args = plain_config(h, out, cuda)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(records),
+                         processing_class=tokenizer, peft_config=copy.deepcopy(lora))  # PEFT edits it in place
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):  # the per-step log dicts
+        output = trainer.train()
+    tokens = [e["num_tokens"] for e in trainer.state.log_history if "num_tokens" in e][-1]
+    runtime = output.metrics["train_runtime"]
+    return {"tokens": tokens, "runtime": runtime, "tps": tokens / runtime, "wall": time.monotonic() - started,
+            "steps": trainer.state.global_step, "config": args, "lora": lora}
+
+
+def run_engine(data: Path, model_ref: str, h) -> dict:
+    """Submit a real job (engine subprocess) and read tokens and train runtime from what it left in its run dir."""
+    import torch
+
+    from app.core.jobs import JobManager
+    from app.core.spec import JobSpec
+    from app.core.store import Store
+    from engine.recipes import sft
+
+    manager = JobManager(Store())
+    started = time.monotonic()
+    job = manager.submit(data, model=model_ref, hyper=h)
+    job = manager.wait(job.id, timeout=3600)
+    wall = time.monotonic() - started
+    if job.state != "completed":
+        raise SystemExit(f"engine job {job.id} ended {job.state}: {job.error}")
+    spec, _ = JobSpec.read(Path(job.spec_path))
+    run_dir = Path(spec.run_dir)
+    metrics = json.loads((run_dir / "result.json").read_text())["metrics"]
+    last = max((run_dir / "trainer").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    history = json.loads((last / "trainer_state.json").read_text())["log_history"]
+    tokens = [e["num_tokens"] for e in history if "num_tokens" in e][-1]
+    runtime = metrics["train_runtime_s"]
+    return {"tokens": tokens, "runtime": runtime, "tps": tokens / runtime, "wall": wall, "steps": metrics["steps"],
+            "config": sft.training_args(spec, torch.cuda.is_available()), "lora": sft.lora_config(spec)}
+
+
+def print_configs(plain: dict, engine: dict) -> None:
+    print(f"{'field':30} {'plain TRL':>16} {'engine':>16}")
+    rows = [(k, getattr(plain["config"], k), getattr(engine["config"], k)) for k in KEYS]
+    rows += [(f"lora.{k}", getattr(plain["lora"], k), getattr(engine["lora"], k)) for k in LORA_KEYS]
+    for key, a, b in rows:
+        print(f"{key:30} {str(a):>16} {str(b):>16}{'' if a == b else '   <-- DIFFERENT'}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default="tiny", help="'tiny' (built in a temp dir) or 'smollm2' (embedded)")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--records", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=1)
+    a = parser.parse_args(argv)
+    from app.core.spec import Hyper
+    from tests.tiny_model import chat_records
+
+    with tempfile.TemporaryDirectory(prefix="ns-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        model_ref, folder = prepare_model(a.model, tmp)
+        records = chat_records(a.records)
+        data = tmp / "data.jsonl"
+        data.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        h = Hyper(max_steps=a.steps)
+        plains, engines = [], []
+        load_before = os.getloadavg()[0]
+        for i in range(a.repeats):  # alternate which side goes first
+            for side in (("engine", "plain") if i % 2 == 0 else ("plain", "engine")):
+                if side == "engine":
+                    engines.append(run_engine(data, model_ref, h))
+                else:
+                    plains.append(run_plain(folder, records, h, tmp / f"plain-{i}"))
+    print(f"\nmodel={a.model} steps={a.steps} records={a.records} repeats={a.repeats} cpus={os.cpu_count()} "
+          f"loadavg(1 min) before={load_before:.2f} after={os.getloadavg()[0]:.2f}\n")
+    print_configs(plains[0], engines[0])
+    print(f"\n{'run':10} {'tokens':>8} {'train_s':>8} {'tokens/s':>9} {'wall_s':>8}")
+    for i, (p, e) in enumerate(zip(plains, engines)):
+        for name, r in (("plain", p), ("engine", e)):
+            print(f"{name}#{i:<4} {r['tokens']:>8.0f} {r['runtime']:>8.2f} {r['tps']:>9.1f} {r['wall']:>8.1f}")
+    tp, te = (statistics.median(r["tps"] for r in rs) for rs in (plains, engines))
+    print(f"\ntokens/s plain  (median, train only): {tp:.1f}")
+    print(f"tokens/s engine (median, train only): {te:.1f}")
+    print(f"ratio engine/plain: {te / tp:.3f}  (target >= 0.98)")
+    print(f"wall s plain  (load + train, in process):              {statistics.median(r['wall'] for r in plains):.1f}")
+    print(f"wall s engine (submit -> finalised: spawn, imports, load, train, save): "
+          f"{statistics.median(r['wall'] for r in engines):.1f}")
+
+
+if __name__ == "__main__":
+    main()

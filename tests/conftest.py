@@ -1,0 +1,63 @@
+"""Shared fixtures: a private data dir per test, a tiny real model, a learnable chat file, fast hyper-parameters."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from app.core.spec import Hyper  # noqa: E402
+from tests.tiny_model import build, chat_records  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def fast_hyper(**over) -> Hyper:
+    """Hyper-parameters that make the tiny model learn visibly in a few seconds."""
+    base = dict(max_steps=30, learning_rate=2e-2, lora_r=8, lora_alpha=16, batch_size=4, max_length=128,
+                save_steps=10, logging_steps=1)
+    base.update(over)
+    return Hyper(**base)
+
+
+@pytest.fixture(autouse=True)
+def ns_home(tmp_path, monkeypatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("NIGHTSCHOOL_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    return build(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def write_jsonl(path: Path, records: list) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def chat_file(tmp_path) -> Path:
+    return write_jsonl(tmp_path / "chat.jsonl", chat_records(24))
+
+
+@pytest.fixture
+def store():
+    from app.core.store import Store
+
+    s = Store()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def manager(store):
+    from app.core.jobs import JobManager
+
+    return JobManager(store)

@@ -1,0 +1,42 @@
+"""Store: Alembic creates the first revision's tables, WAL is on, the data dir follows NIGHTSCHOOL_HOME."""
+from __future__ import annotations
+
+import sqlite3
+
+from app.core import paths
+from app.core.modelref import ModelRefError, check_model_ref
+
+
+def test_migrated_schema_and_wal(store, ns_home):
+    assert store.path == ns_home / "nightschool.db" and paths.data_dir() == ns_home
+    con = sqlite3.connect(store.path)
+    tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+    assert {"jobs", "runs", "checkpoints", "alembic_version"} <= tables
+    assert con.execute("pragma journal_mode").fetchone()[0] == "wal"
+    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0001"
+
+
+def test_reopening_is_idempotent(store):
+    from app.core.store import Store
+
+    again = Store(store.path)
+    again.close()
+
+
+def test_socket_path_stays_short(tmp_path):
+    deep = tmp_path / ("d" * 120)
+    assert len(str(paths.socket_path(deep, "job-1"))) <= 107
+
+
+def test_model_refs(tmp_path):
+    assert check_model_ref("default") == "embedded"
+    assert check_model_ref("HuggingFaceTB/SmolLM2-360M-Instruct") == "hub"
+    folder = tmp_path / "notamodel"
+    folder.mkdir()
+    (folder / "readme.txt").write_text("hi")
+    try:
+        check_model_ref(str(folder))
+    except ModelRefError as exc:
+        assert "no config.json" in str(exc)
+    else:
+        raise AssertionError("a folder without config.json was accepted")
