@@ -47,15 +47,28 @@ def plain_config(h, out: Path, cuda: bool):
                      bf16=cuda, use_cpu=not cuda, dataloader_num_workers=0)
 
 
+def median_step_s(stamps: list[float]) -> float:
+    """Median seconds between consecutive per-step logs: robust to other work briefly taking the CPU."""
+    return statistics.median(b - a for a, b in zip(stamps, stamps[1:]))
+
+
 def run_plain(folder: Path, records: list[dict], h, out: Path) -> dict:
     """Load, patch the chat template like the engine does, train; tokens/s from the trainer's own log."""
     import torch
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import SFTTrainer
 
     from engine.chat_template import training_template
+
+    class StepClock(TrainerCallback):
+        def __init__(self) -> None:
+            self.stamps: list[float] = []
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if "loss" in (logs or {}):
+                self.stamps.append(time.time())
 
     started = time.monotonic()
     cuda = torch.cuda.is_available()
@@ -67,15 +80,15 @@ def run_plain(folder: Path, records: list[dict], h, out: Path) -> dict:
     tokenizer.chat_template = training_template(tokenizer.chat_template)
     lora = LoraConfig(r=h.lora_r, lora_alpha=h.lora_alpha, lora_dropout=h.lora_dropout,
                       target_modules="all-linear", task_type="CAUSAL_LM")
-    args = plain_config(h, out, cuda)
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(records),
-                         processing_class=tokenizer, peft_config=copy.deepcopy(lora))  # PEFT edits it in place
+    args, clock = plain_config(h, out, cuda), StepClock()
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(records),  # PEFT edits its config:
+                         processing_class=tokenizer, peft_config=copy.deepcopy(lora), callbacks=[clock])
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):  # the per-step log dicts
         output = trainer.train()
     tokens = [e["num_tokens"] for e in trainer.state.log_history if "num_tokens" in e][-1]
     runtime = output.metrics["train_runtime"]
     return {"tokens": tokens, "runtime": runtime, "tps": tokens / runtime, "wall": time.monotonic() - started,
-            "steps": trainer.state.global_step, "config": args, "lora": lora}
+            "steps": trainer.state.global_step, "step_s": median_step_s(clock.stamps), "config": args, "lora": lora}
 
 
 def run_engine(data: Path, model_ref: str, h) -> dict:
@@ -101,7 +114,10 @@ def run_engine(data: Path, model_ref: str, h) -> dict:
     history = json.loads((last / "trainer_state.json").read_text())["log_history"]
     tokens = [e["num_tokens"] for e in history if "num_tokens" in e][-1]
     runtime = metrics["train_runtime_s"]
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line]
+    step_s = median_step_s([e["ts"] for e in events if e["type"] == "metrics"])
     return {"tokens": tokens, "runtime": runtime, "tps": tokens / runtime, "wall": wall, "steps": metrics["steps"],
+            "step_s": step_s,
             "config": sft.training_args(spec, torch.cuda.is_available()), "lora": sft.lora_config(spec)}
 
 
@@ -138,17 +154,22 @@ def main(argv: list[str] | None = None) -> None:
                     engines.append(run_engine(data, model_ref, h))
                 else:
                     plains.append(run_plain(folder, records, h, tmp / f"plain-{i}"))
+    if load_before > 0.5 * (os.cpu_count() or 1):
+        print("\nWARNING: the machine was busy before the run; train_runtime figures include that noise.")
     print(f"\nmodel={a.model} steps={a.steps} records={a.records} repeats={a.repeats} cpus={os.cpu_count()} "
           f"loadavg(1 min) before={load_before:.2f} after={os.getloadavg()[0]:.2f}\n")
     print_configs(plains[0], engines[0])
-    print(f"\n{'run':10} {'tokens':>8} {'train_s':>8} {'tokens/s':>9} {'wall_s':>8}")
+    print(f"\n{'run':10} {'tokens':>8} {'train_s':>8} {'tokens/s':>9} {'median_step_s':>14} {'wall_s':>8}")
     for i, (p, e) in enumerate(zip(plains, engines)):
         for name, r in (("plain", p), ("engine", e)):
-            print(f"{name}#{i:<4} {r['tokens']:>8.0f} {r['runtime']:>8.2f} {r['tps']:>9.1f} {r['wall']:>8.1f}")
+            print(f"{name}#{i:<4} {r['tokens']:>8.0f} {r['runtime']:>8.2f} {r['tps']:>9.1f} {r['step_s']:>14.4f} "
+                  f"{r['wall']:>8.1f}")
     tp, te = (statistics.median(r["tps"] for r in rs) for rs in (plains, engines))
-    print(f"\ntokens/s plain  (median, train only): {tp:.1f}")
-    print(f"tokens/s engine (median, train only): {te:.1f}")
+    sp, se = (statistics.median(r["step_s"] for r in rs) for rs in (plains, engines))
+    print(f"\ntokens/s plain  (num_tokens / train_runtime, median of repeats): {tp:.1f}")
+    print(f"tokens/s engine (num_tokens / train_runtime, median of repeats): {te:.1f}")
     print(f"ratio engine/plain: {te / tp:.3f}  (target >= 0.98)")
+    print(f"ratio by median step time (plain/engine, robust to CPU contention): {sp / se:.3f}")
     print(f"wall s plain  (load + train, in process):              {statistics.median(r['wall'] for r in plains):.1f}")
     print(f"wall s engine (submit -> finalised: spawn, imports, load, train, save): "
           f"{statistics.median(r['wall'] for r in engines):.1f}")

@@ -96,9 +96,11 @@ def load_for_training(ref: str, models_dir: Path, report: Report = _quiet):
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
-    except OSError as exc:
+    except Exception as exc:  # transformers raises OSError, ValueError, KeyError… for a bad folder
         if Path(source).exists():
-            raise ModelRefError(f"{source} could not be loaded as a causal language model: {exc}") from exc
+            raise ModelRefError(f"{source} could not be loaded as a causal language model "
+                                f"({type(exc).__name__}: {exc}). Check that it is a complete Hugging Face "
+                                "model folder, or choose another.") from exc
         raise ModelRefError(
             f"Could not load {ref!r} from the Hugging Face hub ({str(exc).splitlines()[0]}). "
             "This machine may have no network: use the embedded default or a local model folder.") from exc

@@ -27,9 +27,20 @@ def fast_hyper(**over) -> Hyper:
 
 @pytest.fixture(autouse=True)
 def ns_home(tmp_path, monkeypatch) -> Path:
+    """A private data dir; engines a test leaves running (e.g. after a failed assertion) are killed after it."""
     home = tmp_path / "home"
     monkeypatch.setenv("NIGHTSCHOOL_HOME", str(home))
-    return home
+    yield home
+    kill_engines_under(home)
+
+
+def kill_engines_under(home: Path) -> None:
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if "-m engine" in cmd and str(home) in cmd:
+            proc.kill()
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,8 @@ from app.core import protocol as P
 from app.core.events import read_events
 
 CONNECT_TIMEOUT_S = 60.0
+RECONNECT_S = 10.0  # per connection attempt while following
+TAIL_POLL_S = 0.25  # how often the events file is re-read when the socket is unreachable
 EventSink = Callable[[P.Envelope], None]
 
 
@@ -67,6 +69,7 @@ class Follower:
         self.events_path, self.client, self.sink, self.alive = Path(events_path), client, sink, alive
         self.last_seq = 0
         self.connected = False
+        self.last_error = ""
 
     def _deliver(self, env: P.Envelope) -> None:
         if env.seq is not None:
@@ -80,19 +83,26 @@ class Follower:
             self._deliver(env)
 
     async def run(self) -> None:
-        """Replay from disk, stream from the socket while the engine lives, then drain the file again."""
+        """Replay from disk, stream from the socket while the engine lives, then drain the file again.
+
+        If the socket cannot be reached while the engine runs, the events file is tailed instead (it is the
+        ground truth) and the connection is retried.
+        """
         self._catch_up_from_disk()
-        if self.alive():
+        while self.alive():
             try:
-                await self.client.connect(since_seq=self.last_seq, alive=self.alive)
+                await self.client.connect(since_seq=self.last_seq, alive=self.alive, timeout=RECONNECT_S)
                 self.connected = True
                 while (env := await self.client.next_event()) is not None:
                     self._deliver(env)
-            except (ConnectionError, OSError, P.ProtocolError):
-                pass
+            except (ConnectionError, OSError, P.ProtocolError) as exc:
+                self.last_error = str(exc)
             finally:
                 self.connected = False
                 await self.client.close()
+            self._catch_up_from_disk()
+            if self.alive():
+                await asyncio.sleep(TAIL_POLL_S)
         self._catch_up_from_disk()
 
     async def send(self, command: str) -> bool:

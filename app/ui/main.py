@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QApplication
 from app.core.jobs import JobManager
 from app.core.store import Store
 from app.ui.main_window import MainWindow
+from app.ui.theme import apply_dark
 from app.ui.training import TrainingController
 
 
@@ -24,7 +25,7 @@ def build_window(store: Store | None = None) -> MainWindow:
 def run_gui() -> int:
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("Nightschool")
-    app.setStyle("Fusion")
+    apply_dark(app)
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     closed = asyncio.Event()

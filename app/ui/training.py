@@ -33,6 +33,7 @@ class JobView:
     ram_pts: list[tuple[int, float]] = field(default_factory=list)
     vram_pts: list[tuple[int, float]] = field(default_factory=list)
     events: int = 0
+    final: bool = False  # the engine has exited and its result was checked and recorded
 
 
 class TrainingController(QObject):
@@ -71,7 +72,7 @@ class TrainingController(QObject):
 
     def _track(self, job) -> None:
         view = JobView(id=job.id, data=f"{Path(job.dataset_path).name} · {job.model_ref}", state=job.state,
-                       error=job.error if job.state == "failed" else None)
+                       error=job.error if job.state == "failed" else None, final=job.state not in LIVE_STATES)
         self.jobs[job.id] = view
         self.job_changed.emit(job.id)
         if self.manager.latest_run(job.id) is not None:
@@ -84,7 +85,7 @@ class TrainingController(QObject):
         self._followers.pop(job_id, None)
         job = self.manager.finalise(job_id)
         view = self.jobs[job_id]
-        view.state = job.state
+        view.state, view.final = job.state, job.state not in LIVE_STATES
         view.error = job.error if job.state == "failed" else None
         self.job_changed.emit(job_id)
         if job.state == "failed":

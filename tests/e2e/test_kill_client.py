@@ -1,0 +1,48 @@
+"""Kill -9 of the client (the `nightschool train` CLI following a job) mid-job: the engine finishes; every event is on disk."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from app.core.events import read_events
+from tests.engine.helpers import of_type, wait_for_events
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_engine_outlives_a_killed_client(manager, chat_file, tiny_model, ns_home):
+    cli = subprocess.Popen([sys.executable, "-m", "app.cli", "train", str(chat_file), "--model", str(tiny_model),
+                            "--max-steps", "150"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           env={**os.environ, "NIGHTSCHOOL_HOME": str(ns_home)})
+    try:
+        runs = ns_home / "runs"
+        wait_for_events_dir = lambda: next(runs.iterdir(), None) if runs.is_dir() else None  # noqa: E731
+        run_dir = None
+        while run_dir is None:
+            assert cli.poll() is None, cli.stdout.read().decode()
+            run_dir = wait_for_events_dir()
+        wait_for_events(run_dir, lambda ev: len(of_type(ev, "metrics")) >= 5)
+    finally:
+        cli.send_signal(signal.SIGKILL)
+        cli.wait()
+    job_id = run_dir.name
+    run = manager.latest_run(job_id)
+    engine = psutil.Process(run.pid)
+    assert engine.is_running() and engine.status() != psutil.STATUS_ZOMBIE, "the engine died with its client"
+    engine.wait(timeout=300)
+
+    events = read_events(run_dir / "events.jsonl")
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert len(of_type(events, "metrics")) == 150
+    assert events[-1].type == "state" and events[-1].body.state == "completed"
+    assert of_type(events, "result")
+    assert json.loads((run_dir / "result.json").read_text())["job_id"] == job_id
+
+    assert manager.reconcile() == [job_id]  # the next client to open the store records the outcome
+    assert manager.job(job_id).state == "completed"

@@ -1,0 +1,103 @@
+"""Engine control over the real socket: pause/resume/stop/checkpoint_now, a wrong token, crashes with a clear error."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from app.core import protocol as P
+from app.core.client import EngineClient
+from app.core.spec import JobSpec
+from tests.conftest import fast_hyper
+from tests.engine.helpers import of_type, states, wait_for_events
+
+
+def _client(manager, job_id) -> EngineClient:
+    job, run = manager.job(job_id), manager.latest_run(job_id)
+    spec, _ = JobSpec.read(Path(job.spec_path))
+    return EngineClient(run.socket_path, spec.token, job_id)
+
+
+def _send(manager, job_id, command):
+    async def go():
+        client = _client(manager, job_id)
+        await client.connect(since_seq=10**9)
+        await client.send(command)
+        await client.close()
+
+    asyncio.run(go())
+
+
+def _running(events) -> bool:
+    return len(of_type(events, "metrics")) >= 3
+
+
+def test_pause_resume_checkpoint_and_stop(manager, chat_file, tiny_model):
+    job = manager.submit(chat_file, model=str(tiny_model), hyper=fast_hyper(max_steps=5000, save_steps=10**6))
+    run = manager.latest_run(job.id)
+    alive = lambda: manager.is_alive(run)  # noqa: E731
+    wait_for_events(run.run_dir, _running, alive=alive)
+
+    _send(manager, job.id, "pause")
+    events = wait_for_events(run.run_dir, lambda ev: "paused" in states(ev), alive=alive)
+    paused_seq = [e.seq for e in of_type(events, "state") if e.body.state == "paused"][0]
+    _send(manager, job.id, "checkpoint_now")  # queued while paused: taken at the next step
+    _send(manager, job.id, "resume")
+    events = wait_for_events(run.run_dir, lambda ev: states(ev)[-1] == "running" and of_type(ev, "checkpoint"),
+                             alive=alive)
+    resumed_seq = [e.seq for e in of_type(events, "state") if e.seq > paused_seq][0]
+    between = [e for e in events if paused_seq < e.seq < resumed_seq]
+    assert not of_type(between, "metrics"), "training went on while paused"
+    assert of_type(events, "checkpoint")[0].body.reason == "requested"
+
+    _send(manager, job.id, "stop")
+    job = manager.wait(job.id, timeout=120)
+    assert job.state == "stopped", job.error
+    events = wait_for_events(run.run_dir, lambda ev: True)
+    stop_ckpt = [c for c in of_type(events, "checkpoint") if c.body.reason == "stop"]
+    assert stop_ckpt and Path(stop_ckpt[0].body.path).is_dir()
+    result = json.loads((Path(run.run_dir) / "result.json").read_text())
+    assert result["status"] == "stopped" and 0 < result["metrics"]["steps"] < 5000
+    assert {c.kind for c in manager.checkpoints(job.id)} == {"checkpoint", "adapter"}
+
+
+def test_wrong_token_is_refused_and_the_job_goes_on(manager, chat_file, tiny_model):
+    job = manager.submit(chat_file, model=str(tiny_model), hyper=fast_hyper(max_steps=40))
+    run = manager.latest_run(job.id)
+    wait_for_events(run.run_dir, lambda ev: "loading" in states(ev))
+    assert oct(os.stat(run.socket_path).st_mode & 0o777) == "0o600"
+
+    async def intrude():
+        bad = EngineClient(run.socket_path, "not-the-token", job.id)
+        with pytest.raises(P.AuthError, match="wrong token"):
+            await bad.connect()
+
+    asyncio.run(intrude())
+    assert manager.wait(job.id, timeout=300).state == "completed"
+
+
+def test_a_folder_that_is_not_loadable_fails_with_the_reason(manager, chat_file, tmp_path):
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text(json.dumps({"model_type": "no-such-architecture"}))
+    (broken / "model.safetensors").write_bytes(b"not really weights")
+    (broken / "tokenizer.json").write_text("{}")
+    job = manager.submit(chat_file, model=str(broken), hyper=fast_hyper())
+    job = manager.wait(job.id, timeout=300)
+    assert job.state == "failed"
+    assert "could not be loaded" in job.error or "cannot be used" in job.error
+    assert "engine stderr" in job.error  # the tail of the engine's stderr comes with it
+
+
+def test_an_engine_killed_mid_job_shows_failed_with_its_stderr(manager, chat_file, tiny_model):
+    job = manager.submit(chat_file, model=str(tiny_model), hyper=fast_hyper(max_steps=5000))
+    run = manager.latest_run(job.id)
+    wait_for_events(run.run_dir, _running, alive=lambda: manager.is_alive(run))
+    os.kill(run.pid, signal.SIGKILL)
+    job = manager.wait(job.id, timeout=60)
+    assert job.state == "failed" and "exited without a result" in job.error
+    assert manager.checkpoints(job.id) == []

@@ -1,0 +1,39 @@
+"""GUI fixtures: a qasync loop riding on pytest-qt's event processing, and a window factory on the test's store."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+
+@pytest.fixture
+def aio(qapp):
+    """An asyncio loop driven by Qt events, so qtbot.waitUntil also runs the engine clients' coroutines."""
+    import qasync
+
+    loop = qasync.QEventLoop(qapp, already_running=True)
+    asyncio.set_event_loop(loop)
+    yield loop
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    qapp.processEvents()
+    loop.stop()
+    loop.close()
+    asyncio.events._set_running_loop(None)
+    asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def make_window(qtbot, aio, store):
+    """Build a main window on the test's store (as the app would on start-up)."""
+    from app.ui.main import build_window
+    from tests.conftest import fast_hyper
+
+    def make(**hyper):
+        window = build_window(store)
+        window.controller.hyper = fast_hyper(**hyper)
+        qtbot.addWidget(window)
+        window.show()
+        return window
+
+    return make

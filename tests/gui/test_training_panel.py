@@ -1,0 +1,93 @@
+"""GUI (offscreen): a dropped file starts a job, the loss chart gets the streamed points, stop works, re-attach."""
+from __future__ import annotations
+
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+
+from tests.conftest import write_jsonl
+
+TIMEOUT_MS = 240_000
+
+
+def drop(window, path) -> bool:
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    enter = QDragEnterEvent(window.rect().center(), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                            Qt.KeyboardModifier.NoModifier)
+    window.dragEnterEvent(enter)
+    if not enter.isAccepted():
+        return False
+    event = QDropEvent(QPointF(window.rect().center()), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                       Qt.KeyboardModifier.NoModifier)
+    window.dropEvent(event)
+    return True
+
+
+def only_job(window) -> str:
+    (job_id,) = window.controller.jobs
+    return job_id
+
+
+def test_dropped_file_trains_and_the_loss_chart_fills(qtbot, make_window, chat_file, tiny_model):
+    window = make_window(max_steps=30)
+    panel = window.training
+    panel.model_box.setEditText(str(tiny_model))
+    assert drop(window, chat_file)
+    job_id = only_job(window)
+    assert panel.table.job_ids() == [job_id] and panel.selected == job_id
+    qtbot.waitUntil(lambda: window.controller.jobs[job_id].final, timeout=TIMEOUT_MS)
+    assert window.controller.jobs[job_id].state == "completed"
+    qtbot.waitUntil(lambda: panel.loss_chart.drawn("loss") == 30, timeout=5000)
+    xs = [x for x, _ in panel.loss_chart.points("loss")]
+    assert xs == list(range(1, 31))
+    losses = [y for _, y in panel.loss_chart.points("loss")]
+    assert losses[-1] < losses[0]
+    assert len(panel.memory_chart.points("RAM")) == 30 and panel.memory_chart.points("VRAM") == []
+    assert panel.table.text(job_id, "State") == "completed"
+    assert panel.table.progress(job_id) == (30, 30)
+
+
+def test_refused_file_shows_why_and_starts_nothing(qtbot, make_window, tmp_path):
+    window = make_window()
+    bad = write_jsonl(tmp_path / "alpaca.jsonl", [{"instruction": "a", "input": "", "output": "b"}])
+    assert drop(window, bad)
+    assert window.controller.jobs == {}
+    assert window.training.banner.isVisible() and "Alpaca" in window.training.banner.text()
+
+
+def test_stop_button_saves_and_ends_the_job(qtbot, make_window, chat_file, tiny_model):
+    window = make_window(max_steps=5000, save_steps=10**6)
+    panel = window.training
+    panel.model_box.setEditText(str(tiny_model))
+    job_id = panel.start(str(chat_file))
+    view = window.controller.jobs[job_id]
+    qtbot.waitUntil(lambda: len(view.loss_pts) >= 3 and panel.stop_button.isEnabled(), timeout=TIMEOUT_MS)
+    qtbot.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: view.final, timeout=TIMEOUT_MS)
+    assert view.state == "stopped"
+    assert 0 < view.step < 5000
+    assert not panel.stop_button.isEnabled()
+    kinds = {c.kind for c in window.controller.manager.checkpoints(job_id)}
+    assert kinds == {"checkpoint", "adapter"}
+
+
+def test_close_and_reopen_mid_job_replays_history_and_goes_on(qtbot, make_window, chat_file, tiny_model):
+    steps = 400
+    first = make_window(max_steps=steps, save_steps=10**6)
+    first.training.model_box.setEditText(str(tiny_model))
+    job_id = first.training.start(str(chat_file))
+    qtbot.waitUntil(lambda: len(first.controller.jobs[job_id].loss_pts) >= 5, timeout=TIMEOUT_MS)
+    first.close()  # the engine keeps training
+    seen_before_close = len(first.controller.jobs[job_id].loss_pts)
+    run = first.controller.manager.latest_run(job_id)
+    assert first.controller.manager.is_alive(run)
+
+    second = make_window(max_steps=steps)
+    view = second.controller.jobs[job_id]
+    qtbot.waitUntil(lambda: len(view.loss_pts) >= seen_before_close, timeout=10_000)
+    assert second.training.selected == job_id
+    qtbot.waitUntil(lambda: view.final, timeout=TIMEOUT_MS)
+    assert view.state == "completed"
+    qtbot.waitUntil(lambda: second.training.loss_chart.drawn("loss") == steps, timeout=5000)
+    assert [x for x, _ in second.training.loss_chart.points("loss")] == list(range(1, steps + 1))
+    assert second.training.table.text(job_id, "State") == "completed"
