@@ -50,7 +50,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     manager = _manager()
     try:
         job = manager.submit(args.file, model=args.model, hyper=Hyper(max_steps=args.max_steps))
-    except (DatasetError, ModelRefError) as exc:
+    except (DatasetError, ModelRefError, paths.SetupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"job {job.id}: {job.records} records from {Path(args.file).name}, model {job.model_ref}")

@@ -190,6 +190,11 @@ class EngineServer:
 
 
 def _close_quietly(sock: socket.socket) -> None:
+    """Shut down, then close: shutdown wakes a thread blocked in recv() and sends the peer its EOF."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
     try:
         sock.close()
     except OSError:

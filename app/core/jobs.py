@@ -40,6 +40,7 @@ class JobManager:
     def submit(self, dataset: str | Path, model: str = DEFAULT_MODEL, hyper: Hyper | None = None,
                start: bool = True) -> Job:
         """Check the file and the model, snapshot the usable records into a new run dir, write the spec."""
+        paths.engine_python()  # a packaged app with no engine configured says so before anything is made
         report = check_chat_file(dataset)
         check_model_ref(model)
         job_id = new_job_id()
@@ -61,8 +62,17 @@ class JobManager:
                       if report.problems else None)
             s.add(job)
         if start:
-            self.launch(job_id)
+            try:
+                self.launch(job_id)
+            except OSError as exc:
+                self._mark_failed(job_id, f"the engine could not be started: {exc}. Check the installation "
+                                          "(bash packaging/install.sh) or NIGHTSCHOOL_ENGINE_PYTHON.")
         return self.job(job_id)
+
+    def _mark_failed(self, job_id: str, error: str) -> None:
+        with self.store.session() as s:
+            job = s.get(Job, job_id)
+            job.state, job.error = "failed", error
 
     # --- run ---------------------------------------------------------------------------------
     def launch(self, job_id: str) -> Run:

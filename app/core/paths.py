@@ -53,13 +53,17 @@ def socket_path(run_dir: Path, job_id: str) -> Path:
     return short / f"{job_id}.sock"
 
 
+class SetupError(RuntimeError):
+    """The installation cannot run jobs (e.g. no engine interpreter); the message says what to do."""
+
+
 def engine_python() -> str:
     """The interpreter that runs the engine: $NIGHTSCHOOL_ENGINE_PYTHON, else this one (not when frozen)."""
     env = os.environ.get("NIGHTSCHOOL_ENGINE_PYTHON")
     if env:
         return env
     if getattr(sys, "frozen", False):
-        raise RuntimeError(
+        raise SetupError(
             "This is the packaged app: the training engine runs from a Python that has Nightschool's engine "
             "installed. Set NIGHTSCHOOL_ENGINE_PYTHON to that interpreter (see README, 'Packaged app')."
         )

@@ -9,6 +9,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.core import protocol as P
 from app.core.chatdata import DatasetError
+from app.core.paths import SetupError
 from app.core.jobs import JobManager
 from app.core.modelref import ModelRefError
 from app.core.spec import DEFAULT_MODEL, Hyper
@@ -62,7 +63,7 @@ class TrainingController(QObject):
         """Check the file and start a job on it; a refused file gives an error message, not an exception."""
         try:
             job = self.manager.submit(path, model=model or DEFAULT_MODEL, hyper=self.hyper)
-        except (DatasetError, ModelRefError, OSError) as exc:
+        except (DatasetError, ModelRefError, SetupError, OSError) as exc:
             self.message.emit("error", f"Not started — {exc}")
             return None
         note = f" ({job.error})" if job.error else ""

@@ -1,4 +1,4 @@
-"""GUI fixtures: a qasync loop riding on pytest-qt's event processing, and a window factory on the test's store."""
+"""GUI fixtures: one qasync loop riding on pytest-qt's event processing, and a window factory on the test's store."""
 from __future__ import annotations
 
 import asyncio
@@ -6,21 +6,24 @@ import asyncio
 import pytest
 
 
-@pytest.fixture
-def aio(qapp):
-    """An asyncio loop driven by Qt events, so qtbot.waitUntil also runs the engine clients' coroutines."""
+@pytest.fixture(scope="session")
+def aio_session(qapp):
+    """One asyncio loop for the session, driven by Qt events, so qtbot.waitUntil also runs the clients' coroutines."""
     import qasync
 
     loop = qasync.QEventLoop(qapp, already_running=True)
     asyncio.set_event_loop(loop)
     yield loop
-    for task in asyncio.all_tasks(loop):
-        task.cancel()
-    qapp.processEvents()
-    loop.stop()
-    loop.close()
     asyncio.events._set_running_loop(None)
     asyncio.set_event_loop(None)
+
+
+@pytest.fixture
+def aio(aio_session, qapp):
+    yield aio_session
+    for task in asyncio.all_tasks(aio_session):
+        task.cancel()
+    qapp.processEvents()
 
 
 @pytest.fixture
