@@ -19,8 +19,7 @@ SAMPLE = RESOURCES / "sample_chat.jsonl"
 def has_display() -> bool:
     if sys.platform in ("darwin", "win32"):
         return True
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-                or os.environ.get("QT_QPA_PLATFORM") == "offscreen")
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def _manager():
