@@ -46,15 +46,16 @@ def child_stream(model: str, data: str, steps: int) -> None:
     from PySide6.QtWidgets import QApplication
 
     from app.core.spec import Hyper
-    from app.ui.main import build_window
+    from app.ui.main import build_window, dispose
 
     app = QApplication(sys.argv)
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     me = psutil.Process()
 
+    window = build_window()
+
     async def run() -> dict:
-        window = build_window()
         window.controller.hyper = Hyper(max_steps=steps, learning_rate=2e-2, lora_r=8, max_length=128,
                                         save_steps=10**6)
         window.show()
@@ -74,7 +75,9 @@ def child_stream(model: str, data: str, steps: int) -> None:
                 "torch_in_gui": "torch" in sys.modules}
 
     with loop:
-        print(json.dumps(loop.run_until_complete(run())), flush=True)
+        stats = loop.run_until_complete(run())
+        print(json.dumps(stats), flush=True)
+        dispose(app, window)
 
 
 def time_child(kind: str, env: dict) -> float:

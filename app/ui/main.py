@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
+from typing import Callable
 
 import qasync
 from PySide6.QtWidgets import QApplication
@@ -22,7 +24,8 @@ def build_window(store: Store | None = None) -> MainWindow:
     return window
 
 
-def run_gui() -> int:
+def run_gui(on_ready: Callable[[MainWindow], None] | None = None) -> int:
+    """Run the app until its last window closes; on_ready (tests, benchmarks) gets the shown window."""
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("Nightschool")
     apply_dark(app)
@@ -33,5 +36,18 @@ def run_gui() -> int:
     with loop:
         window = build_window()
         window.show()
+        if on_ready:
+            on_ready(window)
         loop.run_until_complete(closed.wait())
+        dispose(app, window)
     return 0
+
+
+def dispose(app: QApplication, window: MainWindow) -> None:
+    """Tear the window down while Qt is still alive: left to interpreter shutdown, PySide6 6.12 aborts
+    (a refcount error while garbage-collecting widgets after the QApplication is gone)."""
+    window.controller.detach()
+    window.deleteLater()
+    app.processEvents()
+    del window
+    gc.collect()
