@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 import psutil
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from app.core import paths
 from app.core import protocol as P
@@ -144,8 +144,9 @@ class JobManager:
             raw = result_file.read_text(encoding="utf-8")
             spec, spec_sha = JobSpec.read(Path(job.spec_path))
             try:
-                result = validate(raw, spec, job.spec_sha256 if spec_sha == job.spec_sha256 else "spec-changed")
-                state = result.status
+                if spec_sha != job.spec_sha256:
+                    raise ResultRefused(["the spec file changed after the job was created"])
+                state = validate(raw, spec, job.spec_sha256).status
             except ResultRefused as exc:
                 error = str(exc)
         else:
@@ -155,8 +156,11 @@ class JobManager:
 
     def _record_end(self, job_id, run_id, state, error, raw, exit_code, events) -> None:
         with self.store.session() as s:
+            claimed = s.execute(update(Job).where(Job.id == job_id, Job.state.in_(ACTIVE)).values(state=state))
+            if claimed.rowcount != 1:
+                return  # another process (GUI, CLI) finalised this job first
             job, run = s.get(Job, job_id), s.get(Run, run_id)
-            job.state, run.state = state, state
+            run.state = state
             if state == "failed":
                 job.error = error  # on success the note about set-aside lines stays
             run.error, run.exit_code, run.result_json, run.ended_at = error, exit_code, raw, utcnow()

@@ -119,6 +119,8 @@ class TrainingController(QObject):
         elif env.type == "metrics":
             self._on_metrics(job_id, view, body)
             return
+        elif env.type == "log" and view.state in ("starting", "loading"):
+            view.detail = body.message  # e.g. the one-time model materialisation steps
         elif env.type == "error":
             view.error = f"{body.message}. {body.why} {body.fix}".strip()
         else:

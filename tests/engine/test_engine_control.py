@@ -101,3 +101,11 @@ def test_an_engine_killed_mid_job_shows_failed_with_its_stderr(manager, chat_fil
     job = manager.wait(job.id, timeout=60)
     assert job.state == "failed" and "exited without a result" in job.error
     assert manager.checkpoints(job.id) == []
+
+
+def test_a_hub_id_without_network_fails_with_what_to_do(manager, chat_file, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # as on this machine: no hub at run time
+    job = manager.submit(chat_file, model="HuggingFaceTB/no-such-model-here", hyper=fast_hyper())
+    job = manager.wait(job.id, timeout=300)
+    assert job.state == "failed"
+    assert "hub" in job.error and "embedded default or a local model folder" in job.error
