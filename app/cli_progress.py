@@ -16,6 +16,7 @@ class TerminalView:
         self.bar: tqdm | None = None
         self.loss: float | None = None
         self.errors: list[P.Error] = []
+        self.result: P.Result | None = None
 
     def _bar(self, total: int) -> tqdm:
         if self.bar is None or self.bar.total != total:
@@ -44,6 +45,8 @@ class TerminalView:
             self._line(f"  checkpoint at step {body.step} ({body.reason})")
         elif env.type == "error":
             self.errors.append(body)
+        elif env.type == "result":
+            self.result = body
 
     def _line(self, text: str) -> None:
         (self.bar.write if self.bar is not None else print)(text)
@@ -59,5 +62,11 @@ class TerminalView:
             print(f"job {job.id} failed: {job.error}", file=sys.stderr)
             return 1
         loss = f", last loss {self.loss:.4f}" if self.loss is not None else ""
-        print(f"job {job.id} {job.state}{loss}. Adapter: see `nightschool jobs`; run dir under the data dir.")
+        print(f"job {job.id} {job.state}{loss}.")
+        if self.result is not None:
+            m = self.result.metrics
+            first, last = m.get("first_loss"), m.get("last_loss")
+            if first is not None and last is not None:
+                print(f"loss {first:.4f} -> {last:.4f} over {m.get('steps')} steps")
+            print(f"LoRA adapter: {self.result.adapter_path}")
         return 0

@@ -17,11 +17,12 @@ class LiveChart(pg.PlotWidget):
         self.setLabel("left", y_label, color="#9aa0aa")
         self.setLabel("bottom", x_label, color="#9aa0aa")
         self.showGrid(x=True, y=True, alpha=0.15)
-        self.addLegend(offset=(-10, 10)) if len(series) > 1 else None
+        self.legend = self.addLegend(offset=(-10, 10), brush=pg.mkBrush(30, 31, 36, 220)) if len(series) > 1 else None
+        self._in_legend: set[str] = set()
         self._data: dict[str, tuple[list[float], list[float]]] = {}
         self._curves: dict[str, pg.PlotDataItem] = {}
         for i, name in enumerate(series):
-            curve = self.plot([], [], name=name, pen=pg.mkPen(COLOURS[i % len(COLOURS)], width=2))
+            curve = self.plot([], [], pen=pg.mkPen(COLOURS[i % len(COLOURS)], width=2))
             curve.setDownsampling(auto=True, method="peak")
             curve.setClipToView(True)
             self._curves[name] = curve
@@ -65,6 +66,9 @@ class LiveChart(pg.PlotWidget):
         self._dirty = False
         for name, (xs, ys) in self._data.items():
             self._curves[name].setData(xs, ys)
+            if self.legend is not None and xs and name not in self._in_legend:
+                self.legend.addItem(self._curves[name], name)  # a series shows in the legend once it has data
+                self._in_legend.add(name)
 
 
 class LossChart(LiveChart):
