@@ -66,6 +66,9 @@ class StreamCallback(TrainerCallback):
             self.save_reason = "stop"
         return control
 
+    def on_train_end(self, args, state, control, **kwargs):
+        self._progress(state, force=True)  # the last step is always reported, throttle or not
+
     def on_save(self, args, state, control, **kwargs):
         path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         self.server.emit(P.Checkpoint(step=state.global_step, path=str(path), reason=self.save_reason))
