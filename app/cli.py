@@ -33,9 +33,7 @@ def _manager():
 
 def cmd_default(args: argparse.Namespace) -> int:
     if has_display() and not args.headless:
-        from app.ui.main import run_gui
-
-        return run_gui()
+        return cmd_gui(args)
     print("No display found: running headless.\n"
           f"Training the embedded default model ({DEFAULT_MODEL}: SmolLM2-135M-Instruct) on the sample data "
           f"in {SAMPLE.name} for {args.max_steps} steps.\n"
@@ -43,6 +41,12 @@ def cmd_default(args: argparse.Namespace) -> int:
           f"Data dir: {paths.data_dir()}\n")
     args.file, args.model, args.detach = str(SAMPLE), DEFAULT_MODEL, False
     return cmd_train(args)
+
+
+def cmd_gui(_args: argparse.Namespace) -> int:
+    from app.ui.main import run_gui
+
+    return run_gui()
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -142,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("job")
         p.set_defaults(func=cmd_command, command=command)
     gui = sub.add_parser("gui", help="open the window")
-    gui.set_defaults(func=lambda _a: __import__("app.ui.main", fromlist=["run_gui"]).run_gui())
+    gui.set_defaults(func=cmd_gui)
     return parser
 
 
