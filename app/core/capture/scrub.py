@@ -1,0 +1,138 @@
+"""Scrubbing before storage: secrets become typed placeholders (`<SECRET:aws_access_key>`), the home path becomes `~`.
+
+Token-shaped secrets are found with the detect-secrets project's maintained patterns (AWS, GitHub, GitLab, Slack,
+Stripe, OpenAI, JWT, npm, PyPI, …); what agent sessions leak beyond those — private key blocks, bearer tokens,
+passwords in URLs, `.env`-style assignments, Anthropic and Google keys — is caught by the rules below.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+from app.core.capture.model import Session
+
+DETECT_SECRETS_TYPES = {
+    "AWSKeyDetector": "aws_access_key", "GitHubTokenDetector": "github_token", "GitLabTokenDetector": "gitlab_token",
+    "SlackDetector": "slack_token", "StripeDetector": "stripe_key", "OpenAIDetector": "openai_key",
+    "JwtTokenDetector": "jwt", "NpmDetector": "npm_token", "PypiTokenDetector": "pypi_token",
+    "SendGridDetector": "sendgrid_key", "TwilioKeyDetector": "twilio_key", "DiscordBotTokenDetector": "discord_token",
+    "TelegramBotTokenDetector": "telegram_token", "MailchimpDetector": "mailchimp_key",
+    "ArtifactoryDetector": "artifactory_token", "AzureStorageKeyDetector": "azure_storage_key",
+    "SquareOAuthDetector": "square_oauth", "IbmCloudIamDetector": None, "SoftlayerDetector": None,
+}
+SECRET_KEY_NAMES = r"(?:[A-Z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|PWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?))"
+# (type, pattern, group to replace: 0 = the whole match)
+RULES: list[tuple[str, re.Pattern, int]] = [
+    ("private_key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S), 0),
+    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}"), 0),
+    ("api_key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,}"), 0),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"), 0),
+    ("github_token", re.compile(r"\b(?:gh[pousr]|github_pat)_[A-Za-z0-9_]{20,}"), 0),
+    ("aws_secret_key", re.compile(r"(?i)aws_secret_access_key[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{40})"), 1),
+    ("bearer_token", re.compile(r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{16,}=*)"), 1),
+    ("url_password", re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s:/@\"']+:([^\s@/\"']+)@"), 1),
+    ("env_value", re.compile(r"(?im)^\s*(?:export\s+)?" + SECRET_KEY_NAMES + r"\s*=\s*[\"']?([^\s\"'#]{6,})"), 1),
+    ("secret_value", re.compile(r"(?i)[\"']?\b" + SECRET_KEY_NAMES + r"[\"']?\s*[:=]\s*[\"']([^\"'\s]{8,})[\"']"), 1),
+]
+
+
+@dataclass
+class ScrubReport:
+    """What was replaced, by type (the values themselves are never kept)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kind: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@lru_cache(maxsize=1)
+def _detect_secrets_patterns() -> list[tuple[str, re.Pattern]]:
+    """The token patterns of detect-secrets' regex plugins (each match is replaced whole)."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    out = []
+    for cls in get_mapping_from_secret_type_to_class().values():
+        kind = DETECT_SECRETS_TYPES.get(cls.__name__)
+        for pattern in getattr(cls, "denylist", ()) if kind else ():
+            out.append((kind, pattern))
+    return out
+
+
+def _replace(text: str, kind: str, pattern: re.Pattern, group: int, report: ScrubReport) -> str:
+    def sub(match: re.Match) -> str:
+        if match.group(group) is None or match.group(group).startswith("<SECRET:"):
+            return match.group(0)
+        report.add(kind)
+        start, end = match.span(group)
+        base = match.start(0)
+        whole = match.group(0)
+        return whole[: start - base] + f"<SECRET:{kind}>" + whole[end - base:]
+
+    return pattern.sub(sub, text)
+
+
+class Scrubber:
+    """Applies the secret rules and home-path normalisation to text and to any JSON-like value."""
+
+    def __init__(self, home: str | None = None) -> None:
+        home = home or str(Path.home())
+        self.home_patterns = [re.compile(re.escape(h.rstrip("/")) + r"(?=/|\b|$)") for h in {home, os.path.realpath(home)}
+                              if h and h.rstrip("/") not in ("", "/")]
+        self.report = ScrubReport()
+
+    def text(self, value: str) -> str:
+        if not value:
+            return value
+        for kind, pattern, group in RULES:
+            value = _replace(value, kind, pattern, group, self.report)
+        for kind, pattern in _detect_secrets_patterns():
+            value = _replace(value, kind, pattern, 0, self.report)
+        for pattern in self.home_patterns:
+            value = pattern.sub("~", value)
+        return value
+
+    def value(self, data: Any) -> Any:
+        """Scrub strings anywhere inside dicts/lists (tool inputs); keys are scrubbed for the home path only."""
+        if isinstance(data, str):
+            return self.text(data)
+        if isinstance(data, list):
+            return [self.value(v) for v in data]
+        if isinstance(data, dict):
+            return {self._key(k): self.value(v) for k, v in data.items()}
+        return data
+
+    def _key(self, key: Any) -> Any:
+        if not isinstance(key, str):
+            return key
+        for pattern in self.home_patterns:
+            key = pattern.sub("~", key)
+        return key
+
+    def session(self, session: Session) -> Session:
+        """Scrub a session in place: text, thinking, tool inputs and outputs, paths — sub-agents and branches too."""
+        fields: list[Callable[[Session], None]] = [self._metadata, self._messages]
+        for step in fields:
+            step(session)
+        for sub in session.subagents:
+            self.session(sub)
+        return session
+
+    def _metadata(self, s: Session) -> None:
+        s.cwd = self.text(s.cwd) if s.cwd else s.cwd
+        s.source_path = self.text(s.source_path)
+
+    def _messages(self, s: Session) -> None:
+        for msg in [m for branch in [s.messages, *s.abandoned] for m in branch]:
+            for part in msg.parts:
+                part.text = self.text(part.text)
+                if part.tool_input is not None:
+                    part.tool_input = self.value(part.tool_input)
