@@ -44,6 +44,8 @@ def read_jsonl(path: str | Path, start_offset: int = 0, first_line: int = 1) -> 
 
 def _parse_line(out: ReadResult, raw: bytes, number: int, offset: int) -> None:
     body = raw.rstrip(b"\r\n")
+    if offset == 0 and body.startswith(b"\xef\xbb\xbf"):
+        body = body[3:]  # a UTF-8 byte-order mark is not part of the first record
     if not body.strip():
         out.blank += 1
         return

@@ -64,3 +64,16 @@ def test_a_whole_session_is_scrubbed_everywhere():
     assert not any(v in dumped for v in SECRET_VALUES), dumped
     assert session.cwd == "~/proj" and session.source_path.startswith("~/.claude")
     assert scrubber.report.total >= 8
+
+
+def test_reader_strips_a_byte_order_mark_and_waits_for_a_half_written_line(tmp_path):
+    from app.core.capture.reader import read_jsonl
+
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"a": 1}\r\n{"b": "\xff"}\n{"c":')
+    first = read_jsonl(path)
+    assert [r.data for r in first.records] == [{"a": 1}, {"b": "\ufffd"}] and not first.problems
+    with path.open("ab") as fh:
+        fh.write(b' 3}\n')
+    more = read_jsonl(path, first.end_offset, first.lines + 1)
+    assert [(r.line, r.data) for r in more.records] == [(3, {"c": 3})]
