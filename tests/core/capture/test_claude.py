@@ -11,7 +11,7 @@ import pytest
 from app.core.capture.claude import parse_claude, parse_claude_with_subagents
 from app.core.capture.model import Session
 
-REAL = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "real-world"
+from tests.core.capture.helpers import REAL  # noqa: E402
 KV = REAL / "kvsankar+agent-history" / "tests" / "fixtures"
 DAAAIN = REAL / "daaain+claude-code-log" / "test" / "test_data"
 SIMONW = REAL / "simonw+claude-code-transcripts" / "tests"

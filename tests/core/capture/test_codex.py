@@ -4,25 +4,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.core.capture.helpers import KV, REAL, SIMONW, expected, write  # noqa: F401
 from app.core.capture.codex import parse_codex
 
-REAL = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "real-world"
-KV = REAL / "kvsankar+agent-history" / "tests" / "fixtures"
-SIMONW = REAL / "simonw+claude-code-transcripts" / "tests"
 TS = "2025-03-01T10:00:00.000Z"
 
 
-def expected(name: str, *keys: str) -> dict:
-    data = json.loads((KV / name).read_text())
-    for key in keys:
-        data = data[key]
-    return data
 
 
-def write(path: Path, *records, raw: bytes = b"") -> Path:
-    lines = [r if isinstance(r, str) else json.dumps(r) for r in records]
-    path.write_bytes("".join(line + "\n" for line in lines).encode() + raw)
-    return path
 
 
 def item(payload: dict, kind: str = "response_item") -> dict:

@@ -8,7 +8,7 @@ import pytest
 
 from app.core.capture.detect import detect_format
 
-REAL = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "real-world"
+from tests.core.capture.helpers import REAL  # noqa: E402
 READABLE = {"claude-code", "codex", "gemini"}
 
 

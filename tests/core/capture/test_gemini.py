@@ -4,26 +4,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.core.capture.helpers import KV, REAL, SIMONW, expected, write  # noqa: F401
 from app.core.capture.gemini import parse_gemini
 
-REAL = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "real-world"
-KV = REAL / "kvsankar+agent-history" / "tests" / "fixtures"
 META = {"sessionId": "g-1", "projectHash": "f00d", "startTime": "2025-06-01T10:00:00Z",
         "lastUpdated": "2025-06-01T10:00:00Z"}
 
 
-def expected(name: str, *keys: str) -> dict:
-    data = json.loads((KV / name).read_text())
-    for key in keys:
-        data = data[key]
-    return data
 
 
-def write(path: Path, *records, raw: bytes = b"") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [r if isinstance(r, str) else json.dumps(r) for r in records]
-    path.write_bytes("".join(line + "\n" for line in lines).encode() + raw)
-    return path
 
 
 def user(id_: str, text: str) -> dict:
