@@ -1,0 +1,63 @@
+"""Behavioural signals: counted on the branch that reached the end, from real fixtures and hand-made sessions."""
+from __future__ import annotations
+
+from app.core.capture.claude import parse_claude
+from app.core.capture.gemini import parse_gemini
+from app.core.capture.model import Message, Part, Session
+from app.core.capture.signals import signals
+from tests.core.capture.helpers import KV
+
+
+def call(name: str, cid: str, **inp) -> Part:
+    return Part("tool_call", tool_name=name, call_id=cid, tool_input=inp)
+
+
+def result(cid: str, text: str = "ok", error: bool = False) -> Message:
+    return Message("tool", [Part("tool_result", text, call_id=cid, is_error=error)])
+
+
+def session(*messages: Message) -> Session:
+    return Session("claude-code", "s", "/x.jsonl", messages=list(messages))
+
+
+def test_a_thorough_session_with_an_error_and_its_recovery():
+    s = session(
+        Message("user", [Part("text", "Fix the failing test in parser.py")]),
+        Message("assistant", [Part("thinking", "First, I must read the tests before changing code. "
+                                               "Skipping the docs because they are out of date."),
+                              call("Grep", "c1"), call("Read", "c2"), call("Read", "c3")]),
+        result("c1"), result("c2"), result("c3"),
+        Message("assistant", [Part("text", "Then I will edit it."), call("Edit", "c4")]),
+        result("c4", "old_string not found", error=True),
+        Message("assistant", [Part("text", "Actually, the indentation differs. Let me retry."), call("Edit", "c5")]),
+        result("c5"),
+        Message("assistant", [Part("text", "Done: the test passes now.")]),
+    )
+    sig = signals(s)
+    assert sig.tool_sequence == ["Grep", "Read", "Read", "Edit", "Edit"]
+    assert sig.tool_counts == {"Grep": 1, "Read": 2, "Edit": 2}
+    assert sig.reads_before_first_edit == 3 and sig.exploration == "moderate"
+    assert sig.errors == 1 and sig.recoveries == 1
+    assert sig.reasoning_markers >= 2 and sig.constraints == 1 and sig.pruning == 1 and sig.self_corrections >= 1
+    assert sig.outcome == "finished"
+
+
+def test_outcome_guesses():
+    asked = Message("user", [Part("text", "do it")])
+    assert signals(session(asked)).outcome == "abandoned"
+    assert signals(session(asked, Message("assistant", [call("Bash", "c1")]), result("c1", "boom", True))
+                   ).outcome == "errored"
+
+
+def test_real_claude_rejection_fixture_counts_its_errors():
+    s = parse_claude(KV / "rejections" / "claude_with_rejection.jsonl")
+    sig = signals(s)
+    errors = sum(1 for m in s.messages for p in m.parts if p.kind == "tool_result" and p.is_error)
+    assert errors == 2 and sig.errors == 2
+    assert sig.tool_sequence == s.tool_sequence()
+
+
+def test_real_gemini_tool_error_fixture():
+    s = parse_gemini(KV / "rejections" / "gemini_with_tool_error.jsonl")
+    sig = signals(s)
+    assert sig.errors >= 1 and sum(sig.tool_counts.values()) == len(sig.tool_sequence) > 0
