@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -16,17 +17,22 @@ from tests.engine.helpers import of_type, wait_for_events
 REPO = Path(__file__).resolve().parents[2]
 
 
+def first_run_dir(runs: Path, cli: subprocess.Popen, timeout: float = 120.0) -> Path:
+    """The run dir the CLI creates (polled every 50 ms; fails with the CLI's output if it exits first)."""
+    deadline = time.monotonic() + timeout
+    while not (runs.is_dir() and any(runs.iterdir())):
+        assert cli.poll() is None, cli.stdout.read().decode()
+        assert time.monotonic() < deadline, "the CLI created no run dir"
+        time.sleep(0.05)
+    return next(runs.iterdir())
+
+
 def test_engine_outlives_a_killed_client(manager, chat_file, tiny_model, ns_home):
     cli = subprocess.Popen([sys.executable, "-m", "app.cli", "train", str(chat_file), "--model", str(tiny_model),
                             "--max-steps", "150"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            env={**os.environ, "NIGHTSCHOOL_HOME": str(ns_home)})
     try:
-        runs = ns_home / "runs"
-        wait_for_events_dir = lambda: next(runs.iterdir(), None) if runs.is_dir() else None  # noqa: E731
-        run_dir = None
-        while run_dir is None:
-            assert cli.poll() is None, cli.stdout.read().decode()
-            run_dir = wait_for_events_dir()
+        run_dir = first_run_dir(ns_home / "runs", cli)
         wait_for_events(run_dir, lambda ev: len(of_type(ev, "metrics")) >= 5)
     finally:
         cli.send_signal(signal.SIGKILL)

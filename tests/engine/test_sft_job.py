@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from app.core.events import read_events
 from app.core.validation import ResultRefused, validate
 from app.core.spec import JobSpec
 from tests.conftest import fast_hyper, write_jsonl
+from tests.engine.helpers import of_type, states
 from tests.tiny_model import chat_records
 
 
@@ -31,12 +33,12 @@ def test_loss_falls_adapter_saved_and_result_validates(trained, tiny_model):
     manager, finished_job = trained
     assert finished_job.state == "completed", finished_job.error
     run = manager.latest_run(finished_job.id)
-    events = json_events(run.run_dir)
-    losses = [e["body"]["loss"] for e in events if e["type"] == "metrics"]
+    events = read_events(Path(run.run_dir) / "events.jsonl")
+    losses = [e.body.loss for e in of_type(events, "metrics")]
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.1, losses
-    assert states_of(events)[-1] == "completed"
-    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert states(events)[-1] == "completed"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
 
     kinds = [c.kind for c in manager.checkpoints(finished_job.id)]
     assert kinds.count("checkpoint") == 3 and kinds[-1] == "adapter"
@@ -95,12 +97,4 @@ def test_a_tampered_result_fails_the_run_and_registers_nothing(manager, chat_fil
     job = manager.finalise(job.id)
     assert job.state == "failed" and "result refused" in job.error and "outside the run dir" in job.error
     assert manager.checkpoints(job.id) == []
-
-
-def json_events(run_dir) -> list[dict]:
-    return [json.loads(line) for line in Path(run_dir, "events.jsonl").read_text().splitlines()]
-
-
-def states_of(events: list[dict]) -> list[str]:
-    return [e["body"]["state"] for e in events if e["type"] == "state"]
 

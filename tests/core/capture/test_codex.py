@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from tests.core.capture.helpers import KV, REAL, SIMONW, expected, write  # noqa: F401
+from tests.core.capture.helpers import KV, SIMONW, expected, write
 from app.core.capture.codex import parse_codex
 
 TS = "2025-03-01T10:00:00.000Z"

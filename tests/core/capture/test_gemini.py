@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from tests.core.capture.helpers import KV, REAL, SIMONW, expected, write  # noqa: F401
+from tests.core.capture.helpers import KV, expected, write
 from app.core.capture.gemini import parse_gemini
 
 META = {"sessionId": "g-1", "projectHash": "f00d", "startTime": "2025-06-01T10:00:00Z",
