@@ -100,11 +100,17 @@ def cmd_command(args: argparse.Namespace) -> int:
     async def send() -> None:
         follower = manager.follower(args.job, lambda env: None)
         await follower.client.connect(since_seq=10**9, alive=lambda: manager.is_alive(manager.latest_run(args.job)))
-        await follower.client.send(args.command)
-        await follower.client.close()
+        try:
+            await follower.client.command(args.command)
+        finally:
+            await follower.client.close()
 
-    asyncio.run(send())
-    print(f"sent {args.command} to job {args.job}")
+    try:
+        asyncio.run(send())
+    except ConnectionError as exc:
+        print(f"error: {exc}. The job may have just ended: nightschool jobs", file=sys.stderr)
+        return 1
+    print(f"{args.command}: confirmed by job {args.job}")
     return 0
 
 

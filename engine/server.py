@@ -96,8 +96,17 @@ class EngineServer:
                 try:
                     client.sendall(frame)
                 except OSError:
-                    self._drop(client)
+                    self._stop_sending(client)
         return env
+
+    def _stop_sending(self, client: socket.socket) -> None:
+        """A client that cannot take events gets no more; its reader thread still drains commands it sent."""
+        if client in self._clients:
+            self._clients.remove(client)
+        try:
+            client.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
 
     def _drop(self, client: socket.socket) -> None:
         if client in self._clients:

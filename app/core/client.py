@@ -51,6 +51,27 @@ class EngineClient:
             raise ValueError(f"unknown command {command!r}")
         await P.write_frame(self.writer, P.make(P.REGISTRY[command](), job=self.job_id))
 
+    async def command(self, command: str, timeout: float = 30.0) -> P.Envelope:
+        """Send a command and wait for the engine's ack (events that arrive first are skipped)."""
+        if command not in P.COMMANDS:
+            raise ValueError(f"unknown command {command!r}")
+        env = P.make(P.REGISTRY[command](), job=self.job_id)
+        await P.write_frame(self.writer, env)
+
+        async def ack() -> P.Envelope:
+            while True:
+                reply = await P.read_frame(self.reader)
+                if reply is None:
+                    raise ConnectionError(f"the engine for job {self.job_id} closed before confirming {command}")
+                if reply.reply_to == env.id:
+                    return reply
+
+        try:
+            return await asyncio.wait_for(ack(), timeout)
+        except asyncio.TimeoutError:
+            raise ConnectionError(f"the engine for job {self.job_id} did not confirm {command} "
+                                  f"within {timeout:.0f} s") from None
+
     async def close(self) -> None:
         if self.writer is not None:
             self.writer.close()

@@ -26,8 +26,11 @@ def _send(manager, job_id, command):
     async def go():
         client = _client(manager, job_id)
         await client.connect(since_seq=10**9)
-        await client.send(command)
-        await client.close()
+        try:
+            ack = await client.command(command)
+        finally:
+            await client.close()
+        assert ack.type == "ack" and ack.body.command == command
 
     asyncio.run(go())
 
