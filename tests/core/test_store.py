@@ -1,4 +1,4 @@
-"""Store: Alembic creates the first revision's tables, WAL is on, the data dir follows NIGHTSCHOOL_HOME."""
+"""Store: Alembic creates the tables, WAL is on, the data dir follows NIGHTSCHOOL_HOME."""
 from __future__ import annotations
 
 import sqlite3
@@ -11,9 +11,21 @@ def test_migrated_schema_and_wal(store, ns_home):
     assert store.path == ns_home / "nightschool.db" and paths.data_dir() == ns_home
     con = sqlite3.connect(store.path)
     tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
-    assert {"jobs", "runs", "checkpoints", "alembic_version"} <= tables
+    assert {"jobs", "runs", "checkpoints", "alembic_version", "sessions", "messages", "capture_files", "imports",
+            "quarantine", "datasets"} <= tables
     assert con.execute("pragma journal_mode").fetchone()[0] == "wal"
-    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0001"
+    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0002"
+
+
+def test_the_orm_tables_match_the_migrations(store):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from app.core.schema import Base
+
+    with store.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert [d for d in diff if d[0] not in ("remove_index", "add_index")] == []
 
 
 def test_reopening_is_idempotent(store):

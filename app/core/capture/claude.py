@@ -34,12 +34,12 @@ class _Parse:
     hints: dict[str, str] = field(default_factory=dict)  # agentId -> call_id of the call that spawned it
 
 
-def parse_claude(path: str | Path) -> Session:
+def parse_claude(path: str | Path, final: bool = False) -> Session:
     """One session file: the branch that reached the end, abandoned branches, inline sub-agents, balanced counts."""
-    return _parse(Path(path)).session
+    return _parse(Path(path), final).session
 
 
-def parse_claude_with_subagents(path: str | Path) -> Session:
+def parse_claude_with_subagents(path: str | Path, final: bool = False) -> Session:
     """parse_claude plus sub-agent files: `agent-<id>.jsonl` beside it with its sessionId, `<sessionId>/subagents/`.
 
     Not read: agent-acompact-* (internal compactions), .meta.json. spawned_by, strongest first: toolUseResult.agentId
@@ -47,20 +47,20 @@ def parse_claude_with_subagents(path: str | Path) -> Session:
     else the Task/Agent call whose input["prompt"] is the sub-agent's first user message; else None.
     """
     path = Path(path)
-    state = _parse(path)
+    state = _parse(path, final)
     session = state.session
-    for file in _subagent_files(path, session.session_id):
-        sub = parse_claude(file)
+    for file in subagent_files(path, session.session_id):
+        sub = parse_claude(file, final)
         if sub.session_id not in {s.session_id for s in session.subagents}:
             session.subagents.append(sub)
     _link(session, state.hints)
     return session
 
 
-def _parse(path: Path) -> _Parse:
-    result = read_jsonl(path)
+def _parse(path: Path, final: bool = False) -> _Parse:
+    result = read_jsonl(path, final=final)
     state = _Parse(Session(agent="claude-code", session_id=path.stem, source_path=str(path), lines=result.lines,
-                           blank=result.blank, problems=list(result.problems)))
+                           blank=result.blank, problems=list(result.problems), end_offset=result.end_offset))
     for record in result.records:
         _take(state, record.line, record.data)
     _finish(state, path)
@@ -268,14 +268,15 @@ def _match(sub: Session, calls: dict[str, Part], claimed: set[str]) -> str | Non
                  and str(p.tool_input.get("prompt") or "").strip() == prompt), None)
 
 
-def _subagent_files(path: Path, session_id: str) -> list[Path]:
-    beside = [f for f in sorted(path.parent.glob("agent-*.jsonl")) if f != path and _first_session_id(f) == session_id]
+def subagent_files(path: Path, session_id: str) -> list[Path]:
+    """A session's sub-agent files, both layouts (agent-acompact-* are internal compactions, not read)."""
+    beside = [f for f in sorted(path.parent.glob("agent-*.jsonl")) if f != path and first_session_id(f) == session_id]
     nested = [f for name in dict.fromkeys((path.stem, session_id))
               for f in sorted((path.parent / name / "subagents").glob("agent-*.jsonl"))]
     return [f for f in dict.fromkeys(beside + nested) if not f.name.startswith("agent-acompact")]
 
 
-def _first_session_id(file: Path) -> str | None:
+def first_session_id(file: Path) -> str | None:
     """The sessionId on an agent file's first line: which session an agent file beside it belongs to."""
     with file.open("rb") as fh:
         try:

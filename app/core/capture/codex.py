@@ -26,12 +26,13 @@ ERROR_TEXT = re.compile(r"\s*(exec command rejected|patch rejected|aborted|faile
 UUID_TAIL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 
 
-def parse_codex(path: str | Path) -> Session:
+def parse_codex(path: str | Path, final: bool = False) -> Session:
     """Read one rollout; unknown record types are counted in session.skipped, unusable lines kept in problems."""
-    result = read_jsonl(path)
+    result = read_jsonl(path, final=final)
     match = UUID_TAIL.search(PurePath(path).stem)
     session = Session(agent="codex", session_id=match.group(0) if match else PurePath(path).stem,
-                      source_path=str(path), lines=result.lines, problems=list(result.problems))
+                      source_path=str(path), lines=result.lines, problems=list(result.problems),
+                      blank=result.blank, end_offset=result.end_offset)
     rollout = _Rollout(session, result.records)
     for record in result.records:
         rollout.record(record.line, record.data)

@@ -16,11 +16,12 @@ TOKEN_KEYS = {"input": "input_tokens", "output": "output_tokens", "cached": "cac
 MAX_DOCUMENT_BYTES = 256 * 1024**2  # a single-document session larger than this is not loaded
 
 
-def parse_gemini(path: str | Path) -> Session:
+def parse_gemini(path: str | Path, final: bool = False) -> Session:
     """Replay the recording: a repeated id replaces its record, $set updates metadata, $rewindTo truncates."""
-    result = _read(path)
+    result = _read(path, final)
     session = Session(agent="gemini", session_id=PurePath(path).stem, source_path=str(path),
-                      lines=result.lines, problems=list(result.problems))
+                      lines=result.lines, problems=list(result.problems), blank=result.blank,
+                      end_offset=result.end_offset)
     replay = _Replay(session)
     for record in result.records:
         replay.accept(record.line, record.data)
@@ -28,9 +29,9 @@ def parse_gemini(path: str | Path) -> Session:
     return session
 
 
-def _read(path: str | Path) -> ReadResult:
+def _read(path: str | Path, final: bool = False) -> ReadResult:
     """JSONL; or, when the first line is not JSON, the older format: one JSON document {sessionId, messages}."""
-    result = read_jsonl(path)
+    result = read_jsonl(path, final=final)
     if not result.problems or (result.records and result.records[0].line < result.problems[0][0]):
         return result
     if Path(path).stat().st_size > MAX_DOCUMENT_BYTES:
@@ -42,7 +43,8 @@ def _read(path: str | Path) -> ReadResult:
         return result
     if not isinstance(document, dict):
         return result
-    return ReadResult(records=[Record(1, 0, document)], lines=len(text.splitlines()))
+    return ReadResult(records=[Record(1, 0, document)], lines=1,  # the whole document is one record
+                      end_offset=Path(path).stat().st_size)
 
 
 class _Replay:

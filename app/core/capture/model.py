@@ -73,6 +73,7 @@ class Session:
     lines: int = 0  # lines read (for balancing counts)
     used: int = 0  # records that went into the session (messages, compactions)
     blank: int = 0  # empty lines; lines == used + line-level skipped + problems + blank
+    end_offset: int = 0  # bytes of the source file read (after the last complete line)
 
     def turns(self) -> list[Turn]:
         """Split the main branch at genuine user requests (not tool results, summaries or meta lines)."""

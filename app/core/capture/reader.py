@@ -25,14 +25,18 @@ class ReadResult:
     lines: int = 0  # complete lines consumed
 
 
-def read_jsonl(path: str | Path, start_offset: int = 0, first_line: int = 1) -> ReadResult:
-    """Parse every complete line from start_offset; a last line without its newline is left for later."""
+def read_jsonl(path: str | Path, start_offset: int = 0, first_line: int = 1, final: bool = False) -> ReadResult:
+    """Parse every complete line from start_offset; a last line without its newline is left for later.
+
+    final: the file is finished (a one-shot import, or unchanged for a while), so a last line without a
+    newline is taken too.
+    """
     out = ReadResult(end_offset=start_offset)
     with Path(path).open("rb") as fh:
         fh.seek(start_offset)
         offset, number = start_offset, first_line
         for raw in fh:
-            if not raw.endswith(b"\n"):
+            if not raw.endswith(b"\n") and not final:
                 break  # being written: it waits for its newline
             _parse_line(out, raw, number, offset)
             offset += len(raw)

@@ -1,7 +1,6 @@
 """Claude Code transcripts: real upstream fixtures and hand-written edge cases read into the session model."""
 from __future__ import annotations
 
-import itertools
 import json
 from collections import Counter
 from pathlib import Path
@@ -11,14 +10,10 @@ import pytest
 from app.core.capture.claude import parse_claude, parse_claude_with_subagents
 from app.core.capture.model import Session
 
-from tests.core.capture.helpers import REAL  # noqa: E402
+from tests.core.capture.helpers import REAL, SID, assistant, call, result, text, user  # noqa: E402,F401
 KV = REAL / "kvsankar+agent-history" / "tests" / "fixtures"
 DAAAIN = REAL / "daaain+claude-code-log" / "test" / "test_data"
 SIMONW = REAL / "simonw+claude-code-transcripts" / "tests"
-SID = "11111111-2222-3333-4444-555555555555"
-_clock = itertools.count()
-
-
 def balanced(s: Session) -> bool:
     line_skips = sum(n for key, n in s.skipped.items() if not key.startswith("block:"))
     return s.lines == s.used + line_skips + len(s.problems) + s.blank
@@ -26,30 +21,6 @@ def balanced(s: Session) -> bool:
 
 def roles(messages) -> list[str]:
     return [m.role for m in messages]
-
-
-def user(uuid, parent, content, **extra) -> dict:
-    return {"type": "user", "uuid": uuid, "parentUuid": parent, "sessionId": SID, "cwd": "/home/me/proj",
-            "gitBranch": "dev", "version": "2.1.0", "timestamp": f"2025-03-01T10:{next(_clock) % 60:02d}:00.000Z",
-            "message": {"role": "user", "content": content}, **extra}
-
-
-def assistant(uuid, parent, blocks, msg_id=None, usage=None, **extra) -> dict:
-    message = {"id": msg_id or f"msg_{uuid}", "role": "assistant", "model": "claude-opus-4-5", "content": blocks}
-    record = user(uuid, parent, None, requestId=f"req_{msg_id or uuid}", **extra)
-    return {**record, "type": "assistant", "message": {**message, **({"usage": usage} if usage else {})}}
-
-
-def text(value: str) -> dict:
-    return {"type": "text", "text": value}
-
-
-def call(call_id: str, name: str, **args) -> dict:
-    return {"type": "tool_use", "id": call_id, "name": name, "input": args}
-
-
-def result(call_id: str, content, is_error: bool = False) -> dict:
-    return {"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error}
 
 
 def write(path: Path, records: list) -> Path:

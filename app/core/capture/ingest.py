@@ -1,0 +1,260 @@
+"""Ingest transcript files into the store: parse, scrub, apply project rules, store, count and quarantine.
+
+A file is re-read when its size or mtime changed since the last ingest; its byte offset (after the last complete
+line) and cumulative counts live in capture_files, so each new line is counted exactly once, a half-written last
+line waits for its newline, and a restart repeats nothing. A session's rows are replaced as a whole in one
+transaction, so the store always holds exactly one copy of every record read.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import delete, insert, select
+
+from app.core.capture import rows as R
+from app.core.capture.claude import first_session_id, parse_claude_with_subagents
+from app.core.capture.codex import parse_codex
+from app.core.capture.detect import detect_format
+from app.core.capture.gemini import parse_gemini
+from app.core.capture.model import Session
+from app.core.capture.scrub import Scrubber
+from app.core.capture.sources import CaptureConfig
+from app.core.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
+from app.core.store import Store
+
+IDLE_FINAL_S = 120.0  # a file unchanged this long is finished: a last line without newline is taken
+MAX_EXCERPT = 64 * 1024  # quarantined line text kept (scrubbed)
+PARSERS = {"claude-code": parse_claude_with_subagents, "codex": parse_codex, "gemini": parse_gemini}
+
+
+@dataclass
+class FileCounts:
+    """One file's cumulative line accounting: lines = stored + quarantined + skipped."""
+
+    lines: int = 0
+    stored: int = 0
+    quarantined: int = 0
+    skipped: int = 0
+    offset: int = 0
+    problems: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass
+class IngestResult:
+    """What one ingest did (the delta since the previous ingest of the same files)."""
+
+    path: Path
+    agent: str | None
+    origin: str
+    status: str = "ok"  # ok | excluded | refused | error
+    message: str = ""
+    sessions: list[str] = field(default_factory=list)
+    lines_in: int = 0
+    stored: int = 0
+    quarantined: int = 0
+    skipped: int = 0
+    import_id: int | None = None
+
+    @property
+    def balanced(self) -> bool:
+        return self.lines_in == self.stored + self.quarantined + self.skipped
+
+
+class Ingestor:
+    """Thread-safe: one ingest at a time per process (SQLite serialises writers across processes)."""
+
+    def __init__(self, store: Store, config: CaptureConfig | None = None, scrubber: Scrubber | None = None) -> None:
+        self.store, self.config = store, config or CaptureConfig()
+        self.scrubber = scrubber or Scrubber()
+        self._lock = threading.Lock()
+
+    def ingest(self, path: str | Path, origin: str = "watch", agent: str | None = None,
+               final: bool | None = None) -> IngestResult | None:
+        """Ingest a transcript file if it changed; None when there was nothing new."""
+        path = Path(path).absolute()
+        with self._lock:
+            agent = agent or self.config.agent_for(path) or detect_format(path)
+            if agent not in PARSERS:
+                return self._refuse(path, origin, "not a Claude Code, Codex CLI or Gemini CLI transcript")
+            main = owner(agent, path)
+            if main is None:
+                return None  # internal files (compaction agents) are not sessions
+            try:
+                return self._ingest(main, path, agent, origin, final)
+            except OSError as exc:
+                return self._fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
+
+    # --- steps -----------------------------------------------------------------------------------
+    def _ingest(self, main: Path, trigger: Path, agent: str, origin: str, final: bool | None) -> IngestResult | None:
+        stat = trigger.stat()
+        final = (time.time() - stat.st_mtime > IDLE_FINAL_S) if final is None else final
+        known = self._file_rows([trigger])
+        if not _changed(known.get(str(trigger)), stat, final):
+            return None
+        session = PARSERS[agent](main, final=final)
+        files = _group_files(main, session)
+        counts = {f: _counts(agent, s) for f, s in files.items()}
+        keep = self.config.keeps(session.project, session.cwd)
+        before = self.scrubber.report.total
+        if keep:
+            self.scrubber.session(session)
+        return self._write(main, agent, origin, session if keep else None, counts,
+                           self.scrubber.report.total - before)
+
+    def _file_rows(self, files: list[Path]) -> dict[str, CaptureFile]:
+        with self.store.session() as db:
+            rows = db.scalars(select(CaptureFile).where(CaptureFile.path.in_([str(f) for f in files])))
+            return {r.path: r for r in rows}
+
+    def _write(self, main: Path, agent: str, origin: str, session: Session | None,
+               counts: dict[Path, FileCounts], secrets: int = 0) -> IngestResult:
+        sid = session_key(agent, main)
+        result = IngestResult(main, agent, origin, status="ok" if session else "excluded",
+                              message="" if session else "kept out by a project rule")
+        with self.store.engine.begin() as conn:
+            previous = {r.path: r for r in conn.execute(  # read in the write transaction: another process may ingest
+                select(CaptureFile.__table__).where(CaptureFile.path.in_([str(f) for f in counts])))}
+            conn.execute(delete(AgentSession).where((AgentSession.id == sid) | (AgentSession.parent_id == sid)))
+            if session is not None:
+                sessions, messages = R.session_rows(sid, session)
+                sessions[0]["secrets_scrubbed"] = secrets
+                conn.execute(insert(AgentSession), sessions)
+                if messages:
+                    conn.execute(insert(MessageRow), messages)
+                result.sessions = [s["id"] for s in sessions]
+            deltas = {f: _delta(c, previous.get(str(f)), session is None) for f, c in counts.items()}
+            for name in ("lines_in", "stored", "quarantined", "skipped"):
+                setattr(result, name, sum(getattr(d, name) for d in deltas.values()))
+            result.import_id = conn.execute(insert(ImportRow).values(
+                origin=origin, kind="transcript", agent=agent, path=self.scrubber.text(str(main)),
+                lines_in=result.lines_in, stored=result.stored, quarantined=result.quarantined,
+                skipped=result.skipped, status=result.status, message=result.message, created_at=utcnow(),
+            )).inserted_primary_key[0]
+            for file, c in counts.items():
+                self._quarantine(conn, result.import_id, file, deltas[file].new_problems)
+                self._save_file(conn, file, agent, sid, c, previous.get(str(file)), session is None)
+        return result
+
+    def _quarantine(self, conn, import_id: int, file: Path, problems: list[tuple[int, str]]) -> None:
+        if not problems:
+            return
+        excerpts = _lines(file, {n for n, _ in problems})
+        conn.execute(insert(QuarantineRow), [
+            dict(import_id=import_id, source_path=self.scrubber.text(str(file)), line=n, reason=why,
+                 excerpt=self.scrubber.text(excerpts.get(n, "")), created_at=utcnow()) for n, why in problems])
+
+    def _save_file(self, conn, file: Path, agent: str, sid: str, c: FileCounts, row,
+                   excluded: bool) -> None:
+        stat = file.stat()
+        values = dict(agent=agent, session_id=sid, offset=c.offset, size=stat.st_size, mtime=stat.st_mtime,
+                      lines=c.lines, stored=0 if excluded else c.stored, quarantined=c.quarantined,
+                      skipped=c.skipped + (c.stored if excluded else 0), error=None, updated_at=utcnow())
+        if row is None:
+            conn.execute(insert(CaptureFile).values(path=str(file), **values))
+        else:
+            conn.execute(CaptureFile.__table__.update().where(CaptureFile.id == row.id).values(**values))
+
+    def _refuse(self, path: Path, origin: str, why: str) -> IngestResult:
+        return self._file_problem(path, None, origin, "refused",
+                                  f"{path.name}: {why}; nothing was stored (the file is listed in the quarantine)")
+
+    def _fail(self, path: Path, agent: str | None, origin: str, why: str) -> IngestResult:
+        return self._file_problem(path, agent, origin, "error", f"{path.name}: {why}")
+
+    def _file_problem(self, path: Path, agent: str | None, origin: str, status: str, message: str) -> IngestResult:
+        shown = self.scrubber.text(str(path))
+        with self.store.engine.begin() as conn:
+            import_id = conn.execute(insert(ImportRow).values(
+                origin=origin, kind="transcript", agent=agent, path=shown, status=status, message=message,
+                created_at=utcnow())).inserted_primary_key[0]
+            conn.execute(insert(QuarantineRow).values(import_id=import_id, source_path=shown, line=None,
+                                                      reason=message, created_at=utcnow()))
+        return IngestResult(path, agent, origin, status=status, message=message, import_id=import_id)
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+def session_key(agent: str, main: Path) -> str:
+    """A stable id for the session a file holds: agent + its real path (session ids can repeat across files)."""
+    return hashlib.sha1(f"{agent}\0{main}".encode()).hexdigest()[:20]
+
+
+def owner(agent: str, path: Path) -> Path | None:
+    """The file whose session this file belongs to (a Claude sub-agent file -> its session's file)."""
+    if agent != "claude-code" or not path.name.startswith("agent-"):
+        return path
+    if path.name.startswith("agent-acompact"):
+        return None
+    if path.parent.name == "subagents":  # <sessionId>/subagents/agent-<id>.jsonl
+        main = path.parent.parent.parent / f"{path.parent.parent.name}.jsonl"
+    else:  # agent-<id>.jsonl beside <sessionId>.jsonl
+        sid = first_session_id(path)
+        main = path.parent / f"{sid}.jsonl" if sid else path
+    return main if main.is_file() else path
+
+
+def _group_files(main: Path, session: Session) -> dict[Path, Session]:
+    """The files read for this session, each with the Session that counted its lines."""
+    files = {main: session}
+    for sub in session.subagents:
+        if sub.source_path != session.source_path:
+            files[Path(sub.source_path)] = sub
+    return files
+
+
+def _changed(row, stat, final: bool) -> bool:
+    if row is None or row.size != stat.st_size or row.mtime != stat.st_mtime:
+        return True
+    return final and row.offset < stat.st_size
+
+
+def _counts(agent: str, s: Session) -> FileCounts:
+    """Line accounting for one file: blank and rule-skipped lines are skipped, problem lines quarantined."""
+    bad = sorted({n for n, _ in s.problems})
+    line_level = {k: v for k, v in s.skipped.items() if not k.startswith("block:")}
+    skipped = s.blank + sum(line_level.values())
+    stored = s.used if agent == "claude-code" else s.lines - skipped - len(bad)
+    first = {}
+    for n, why in s.problems:
+        first.setdefault(n, why)
+    return FileCounts(lines=s.lines, stored=stored, quarantined=len(bad), skipped=s.lines - stored - len(bad),
+                      offset=s.end_offset, problems=sorted(first.items()))
+
+
+@dataclass
+class _Delta:
+    lines_in: int
+    stored: int
+    quarantined: int
+    skipped: int
+    new_problems: list[tuple[int, str]]
+
+
+def _delta(c: FileCounts, row, excluded: bool) -> _Delta:
+    """What this ingest adds to what the file's row already counted (all of it for a new or replaced file)."""
+    stored, skipped = (0, c.skipped + c.stored) if excluded else (c.stored, c.skipped)
+    if row is None or c.lines < row.lines:
+        return _Delta(c.lines, stored, c.quarantined, skipped, c.problems)
+    new = [(n, why) for n, why in c.problems if n > row.lines]
+    quarantined = len(new)
+    lines_in = c.lines - row.lines
+    stored_delta = stored - row.stored
+    return _Delta(lines_in, stored_delta, quarantined, lines_in - stored_delta - quarantined, new)
+
+
+def _lines(path: Path, wanted: set[int]) -> dict[int, str]:
+    """The raw text of some lines (for quarantine excerpts)."""
+    out: dict[int, str] = {}
+    try:
+        with path.open("rb") as fh:
+            for number, raw in enumerate(fh, 1):
+                if number in wanted:
+                    out[number] = raw[:MAX_EXCERPT].decode("utf-8", errors="replace").rstrip("\r\n")
+                    if len(out) == len(wanted):
+                        break
+    except OSError:
+        pass
+    return out

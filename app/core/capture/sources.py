@@ -1,0 +1,108 @@
+"""Where agents write their transcripts (configurable roots), which files there are sessions, and project rules."""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from pathlib import Path, PurePath
+
+from pydantic import BaseModel, Field, ValidationError
+
+from app.core import paths
+
+AGENTS = ("claude-code", "codex", "gemini")
+CONFIG_FILE = "capture.json"
+
+
+def default_roots() -> dict[str, list[str]]:
+    """Claude Code: ~/.claude/projects; Codex: $CODEX_HOME (or ~/.codex) sessions + archived; Gemini: ~/.gemini/tmp."""
+    home = Path.home()
+    claude = Path(os.environ.get("CLAUDE_CONFIG_DIR") or home / ".claude")
+    codex = Path(os.environ.get("CODEX_HOME") or home / ".codex")
+    return {"claude-code": [str(claude / "projects")],
+            "codex": [str(codex / "sessions"), str(codex / "archived_sessions")],
+            "gemini": [str(home / ".gemini" / "tmp")]}
+
+
+class CaptureConfig(BaseModel):
+    """What to watch and which projects to keep: saved as capture.json in the data dir."""
+
+    roots: dict[str, list[str]] = Field(default_factory=default_roots)
+    include: list[str] = Field(default_factory=list)  # project name or cwd globs; empty = every project
+    exclude: list[str] = Field(default_factory=list)  # wins over include
+    watch: bool = True
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> CaptureConfig:
+        """The saved config, or the defaults; a damaged file is named in the error, never overwritten silently."""
+        path = path or paths.data_dir() / CONFIG_FILE
+        if not path.exists():
+            return cls()
+        try:
+            return cls.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        except (ValueError, ValidationError) as exc:
+            raise ValueError(f"capture settings in {path} cannot be read ({exc.__class__.__name__}): "
+                             f"fix or delete the file to go back to the defaults") from exc
+
+    def save(self, path: Path | None = None) -> Path:
+        path = path or paths.data_dir() / CONFIG_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(self.model_dump_json(indent=2), encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    def keeps(self, project: str | None, cwd: str | None) -> bool:
+        """False when a rule keeps this project out: exclude wins; with include rules, only matches are kept."""
+        names = [n for n in (project, cwd) if n]
+        hit = lambda rules: any(fnmatch.fnmatch(n, r) for n in names for r in rules)  # noqa: E731
+        if hit(self.exclude):
+            return False
+        return not self.include or hit(self.include)
+
+    def agent_for(self, path: Path) -> str | None:
+        """The agent whose root holds this file and whose file naming it follows; None otherwise."""
+        for agent, roots in self.roots.items():
+            for root in roots:
+                if _under(path, Path(root)) and is_session_file(agent, path):
+                    return agent
+        return None
+
+
+def is_session_file(agent: str, path: PurePath) -> bool:
+    """Claude: any *.jsonl; Codex: rollout-*.jsonl; Gemini: session-*.json(l) in a chats folder."""
+    name = path.name
+    if agent == "claude-code":
+        return name.endswith(".jsonl")
+    if agent == "codex":
+        return name.startswith("rollout-") and name.endswith(".jsonl")
+    if agent == "gemini":
+        return path.parent.name == "chats" and name.startswith("session-") and name.endswith((".json", ".jsonl"))
+    return False
+
+
+def session_files(config: CaptureConfig) -> list[tuple[str, Path]]:
+    """Every session file under the configured roots, oldest first (agent, path)."""
+    found: list[tuple[float, str, Path]] = []
+    for agent, roots in config.roots.items():
+        for root in map(Path, roots):
+            if not root.is_dir():
+                continue
+            for path in root.rglob("*.json*"):
+                if path.is_file() and is_session_file(agent, path):
+                    found.append((_mtime(path), agent, path))
+    return [(agent, path) for _, agent, path in sorted(found)]
+
+
+def _under(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
