@@ -38,15 +38,15 @@ _BAD = object()  # a line that is not valid JSON (or is too long to parse)
 class DatasetSpec:
     """One accepted dataset format: the keys that identify it, an example line and its quick per-record check."""
     name: str
-    required: frozenset[str]
+    required: tuple[str, ...]
     example: str
     check: Callable[[dict], str | None]  # why a record (with the required keys) is unusable, or None
 
     def detect(self, rec: object) -> bool:
-        return isinstance(rec, dict) and self.required <= rec.keys()
+        return isinstance(rec, dict) and all(k in rec for k in self.required)
 
     def keys(self) -> str:
-        return "/".join(f"`{k}`" for k in sorted(self.required))
+        return "/".join(f"`{k}`" for k in self.required)
 
 
 @dataclass
@@ -82,7 +82,7 @@ def _text_of(i: int, content: object) -> object:
     for j, part in enumerate(content):
         if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
             kind = part.get("type") if isinstance(part, dict) else _type(part)
-            raise ValueError(f"message {i} content part {j} is {kind!r}; only text parts can be trained on")
+            raise ValueError(f"message {i} content part {j} is {kind!r}, not a text part: only text is trained on")
         texts.append(part["text"])
     return "".join(texts)
 
@@ -221,20 +221,18 @@ def check_preference(rec: dict) -> str | None:
     return "`chosen` and `rejected` are the same: the pair teaches nothing" if chosen == rejected else None
 
 
-def _spec(name: str, keys: set[str], example: str, check: Callable[[dict], str | None]) -> DatasetSpec:
-    return DatasetSpec(name, frozenset(keys), example, check)
-
-
-# Registry, in detection priority: a record goes to the first spec whose keys it has. Nothing else is accepted.
+# The registry: nothing outside it is accepted.
 SPECS: dict[str, DatasetSpec] = {s.name: s for s in [
-    _spec("preference_v1", {"prompt", "chosen", "rejected"},
-          '{"prompt": "...", "chosen": "...", "rejected": "..."}', check_preference),
-    _spec("chat_sft_v1", {"messages"},
-          '{"messages": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]}', check_chat),
-    _spec("sharegpt_v1", {"conversations"},
-          '{"conversations": [{"from": "human", "value": "..."}, {"from": "gpt", "value": "..."}]}', check_sharegpt),
-    _spec("alpaca_v1", {"instruction", "output"},
-          '{"instruction": "...", "input": "", "output": "..."}', check_alpaca),
+    DatasetSpec("chat_sft_v1", ("messages",),
+                '{"messages": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]}',
+                check_chat),
+    DatasetSpec("sharegpt_v1", ("conversations",),
+                '{"conversations": [{"from": "human", "value": "..."}, {"from": "gpt", "value": "..."}]}',
+                check_sharegpt),
+    DatasetSpec("alpaca_v1", ("instruction", "output"), '{"instruction": "...", "input": "", "output": "..."}',
+                check_alpaca),
+    DatasetSpec("preference_v1", ("prompt", "chosen", "rejected"),
+                '{"prompt": "...", "chosen": "...", "rejected": "..."}', check_preference),
 ]}
 
 
@@ -258,7 +256,8 @@ def spec_for(rec: object) -> DatasetSpec | None:
     """The registry spec a record belongs to; None for transcripts and unknown schemas (they are denied)."""
     if transcript_kind(rec):
         return None
-    return next((s for s in SPECS.values() if s.detect(rec)), None)
+    # the spec with the most required keys wins (a preference record may carry `messages` too)
+    return next((s for s in sorted(SPECS.values(), key=lambda s: -len(s.required)) if s.detect(rec)), None)
 
 
 def unsupported_shape(rec: object) -> str | None:
@@ -276,9 +275,9 @@ def record_problem(spec: DatasetSpec, rec: object) -> str | None:
     """Why one parsed record is not usable under spec, or None."""
     if not isinstance(rec, dict):
         return f"a record must be a JSON object, got {_type(rec)}"
-    if missing := spec.required - rec.keys():
+    if missing := [k for k in spec.required if k not in rec]:
         fields = ", ".join(sorted(rec)[:8]) or "none"
-        return f"missing {', '.join(f'`{k}`' for k in sorted(missing))} (fields: {fields})"
+        return f"missing {', '.join(f'`{k}`' for k in missing)} (fields: {fields})"
     return spec.check(rec)
 
 

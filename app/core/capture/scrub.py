@@ -24,20 +24,60 @@ DETECT_SECRETS_TYPES = {
     "ArtifactoryDetector": "artifactory_token", "AzureStorageKeyDetector": "azure_storage_key",
     "SquareOAuthDetector": "square_oauth", "IbmCloudIamDetector": None, "SoftlayerDetector": None,
 }
-SECRET_KEY_NAMES = r"(?:[A-Z0-9_]*(?:SECRET|TOKEN|PASSWORD|PASSWD|PWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?))"
-# (type, pattern, group to replace: 0 = the whole match)
-RULES: list[tuple[str, re.Pattern, int]] = [
-    ("private_key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S), 0),
-    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}"), 0),
-    ("api_key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,}"), 0),
-    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"), 0),
-    ("github_token", re.compile(r"\b(?:gh[pousr]|github_pat)_[A-Za-z0-9_]{20,}"), 0),
-    ("aws_secret_key", re.compile(r"(?i)aws_secret_access_key[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{40})"), 1),
-    ("bearer_token", re.compile(r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{16,}=*)"), 1),
-    ("url_password", re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s:/@\"']+:([^\s@/\"']+)@"), 1),
-    ("env_value", re.compile(r"(?im)^\s*(?:export\s+)?" + SECRET_KEY_NAMES + r"\s*=\s*[\"']?([^\s\"'#]{6,})"), 1),
-    ("secret_value", re.compile(r"(?i)[\"']?\b" + SECRET_KEY_NAMES + r"[\"']?\s*[:=]\s*[\"']([^\"'\s]{8,})[\"']"), 1),
+KEYWORDS = ("SECRET", "TOKEN", "PASSWORD", "PASSWD", "PWD", "API_KEY", "APIKEY", "ACCESS_KEY", "PRIVATE_KEY",
+            "CREDENTIAL")
+SECRET_KEY_NAMES = r"(?:SECRET|TOKEN|PASSWORD|PASSWD|PWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)"
+LOWER_KEYWORDS = tuple(k.lower() for k in KEYWORDS)
+# The same names in UPPER, lower and Title case: a cased alternation searches ~5x faster than (?i)
+CASED_KEY_NAMES = "(?:" + "|".join(sorted({v for k in (*KEYWORDS, "CREDENTIALS") for v in (k, k.lower(), k.title())},
+                                          key=len, reverse=True)) + ")"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Cheap substring tests that must pass before a pattern runs (patterns cost ~0.1 s per 5 MB; `in` costs ~0)."""
+
+    literals: tuple[str, ...] = ()  # any of these in the text (case-sensitive)
+    lower: tuple[str, ...] = ()  # any of these in the lower-cased text
+    also: tuple[str, ...] = ()  # and all of these in the text
+    probe: re.Pattern | None = None  # or a pattern with a literal prefix (fast to search) that must match
+
+    def opens(self, text: str, lowered: str) -> bool:
+        if self.probe is not None:
+            return self.probe.search(text) is not None
+        if not self.literals and not self.lower:
+            return True
+        hit = any(k in text for k in self.literals) or any(k in lowered for k in self.lower)
+        return hit and all(k in text for k in self.also)
+
+
+ALWAYS = Gate()
+# (type, pattern, group to replace: 0 = the whole match, gate)
+RULES: list[tuple[str, re.Pattern, int, Gate]] = [
+    ("private_key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S), 0,
+     Gate(("PRIVATE KEY-----",))),
+    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}"), 0, Gate(("sk-ant-",))),
+    ("api_key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,}"), 0, Gate(("sk-",))),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"), 0, Gate(("AIza",))),
+    ("github_token", re.compile(r"\b(?:gh[pousr]|github_pat)_[A-Za-z0-9_]{20,}"), 0,
+     Gate(("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"))),
+    ("aws_secret_key", re.compile(r"(?i)aws_secret_access_key[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{40})"), 1,
+     Gate(lower=("aws_secret_access_key",))),
+    ("bearer_token", re.compile(r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{16,}=*)"), 1, Gate(lower=("bearer",))),
+    ("url_password", re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s:/@\"']+:([^\s@/\"']+)@"), 1,
+     Gate(("://",), also=("@",))),
+    ("env_value", re.compile(SECRET_KEY_NAMES + r"[A-Z0-9_]*\s*=\s*[\"']?([^\s\"'#<]{6,})"), 1, Gate(KEYWORDS)),
+    ("secret_value", re.compile(CASED_KEY_NAMES + r"[\"']?\s*[:=]\s*[\"']([^\"'\s]{8,})[\"']"), 1,
+     Gate(lower=LOWER_KEYWORDS)),
 ]
+# detect-secrets plugin -> gate (plugins not listed always run; their patterns start with a literal or are cheap)
+DETECT_SECRETS_GATES = {
+    "ArtifactoryDetector": Gate(probe=re.compile(r"AKC[a-zA-Z0-9]{10}|AP[\dA-F][a-zA-Z0-9]{8}")), "AWSKeyDetector": Gate(("A3T", "ABIA", "ACCA", "AKIA", "ASIA"),
+                                                                         lower=("aws",)),
+    "AzureStorageKeyDetector": Gate(("AccountKey=",)), "MailchimpDetector": Gate(("-us",)),
+    "NpmDetector": Gate(("_authToken",)), "SlackDetector": Gate(("xox", "hooks.slack.com")),
+    "JwtTokenDetector": Gate(("eyJ",)), "StripeDetector": Gate(("k_live_",)), "SendGridDetector": Gate(("SG.",)), "PypiTokenDetector": Gate(("pypi-",)),
+}
 
 
 @dataclass
@@ -55,7 +95,7 @@ class ScrubReport:
 
 
 @lru_cache(maxsize=1)
-def _detect_secrets_patterns() -> list[tuple[str, re.Pattern]]:
+def _detect_secrets_patterns() -> list[tuple[str, re.Pattern, int, Gate]]:
     """The token patterns of detect-secrets' regex plugins (each match is replaced whole)."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
@@ -63,7 +103,7 @@ def _detect_secrets_patterns() -> list[tuple[str, re.Pattern]]:
     for cls in get_mapping_from_secret_type_to_class().values():
         kind = DETECT_SECRETS_TYPES.get(cls.__name__)
         for pattern in getattr(cls, "denylist", ()) if kind else ():
-            out.append((kind, pattern))
+            out.append((kind, pattern, 0, DETECT_SECRETS_GATES.get(cls.__name__, ALWAYS)))
     return out
 
 
@@ -85,19 +125,23 @@ class Scrubber:
 
     def __init__(self, home: str | None = None) -> None:
         home = home or str(Path.home())
-        self.home_patterns = [re.compile(re.escape(h.rstrip("/")) + r"(?=/|\b|$)") for h in {home, os.path.realpath(home)}
-                              if h and h.rstrip("/") not in ("", "/")]
+        homes = {h.rstrip("/") for h in (home, os.path.realpath(home))} - {""}
+        self.home_patterns = [(h, re.compile(re.escape(h) + r"(?=/|\b|$)")) for h in homes]
         self.report = ScrubReport()
 
     def text(self, value: str) -> str:
         if not value:
             return value
-        for kind, pattern, group in RULES:
-            value = _replace(value, kind, pattern, group, self.report)
-        for kind, pattern in _detect_secrets_patterns():
-            value = _replace(value, kind, pattern, 0, self.report)
-        for pattern in self.home_patterns:
-            value = pattern.sub("~", value)
+        lowered = value.lower()
+        for kind, pattern, group, gate in (*RULES, *_detect_secrets_patterns()):
+            if gate.opens(value, lowered):
+                value = _replace(value, kind, pattern, group, self.report)
+        return self._home(value)
+
+    def _home(self, value: str) -> str:
+        for home, pattern in self.home_patterns:
+            if home in value:
+                value = pattern.sub("~", value)
         return value
 
     def value(self, data: Any) -> Any:
@@ -111,11 +155,7 @@ class Scrubber:
         return data
 
     def _key(self, key: Any) -> Any:
-        if not isinstance(key, str):
-            return key
-        for pattern in self.home_patterns:
-            key = pattern.sub("~", key)
-        return key
+        return self._home(key) if isinstance(key, str) else key
 
     def session(self, session: Session) -> Session:
         """Scrub a session in place: text, thinking, tool inputs and outputs, paths — sub-agents and branches too."""

@@ -59,6 +59,8 @@ class CaptureService:
         self._seen: dict[Path, tuple[int, float, bool]] = {}  # path -> (size, mtime, finished) at the last look
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._looking = threading.Lock()  # the worker and the sweep never look at files at the same time
+        self.swept = threading.Event()  # set after each full sweep (the first one runs at start)
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -92,7 +94,8 @@ class CaptureService:
         files = session_files(self.config)
         out = []
         for index, (agent, path) in enumerate(files, 1):
-            result = self._look(path, agent, origin)
+            with self._looking:
+                result = self._look(path, agent, origin)
             out += [result] if result else []
             if progress:
                 progress(index, len(files), path)
@@ -119,15 +122,23 @@ class CaptureService:
                     return
                 batch[item] = None
             for path in batch:
-                self._look(path, self.config.agent_for(path), "watch", events=True)
+                with self._looking:
+                    self._look(path, self.config.agent_for(path), "watch", events=True)
 
     def _sweep_loop(self) -> None:
-        while not self._stop.wait(self.sweep_s):
+        """A first sweep at start (what changed while nothing watched), then one every sweep_s."""
+        while not self._stop.is_set():
             self._schedule_roots()
             for agent, path in session_files(self.config):
                 if self._stop.is_set():
                     return
-                self._look(path, agent, "watch")
+                self._sweep_one(path, agent)
+            self.swept.set()
+            self._stop.wait(self.sweep_s)
+
+    def _sweep_one(self, path: Path, agent: str) -> None:
+        with self._looking:
+            self._look(path, agent, "watch")
 
     def _look(self, path: Path, agent: str | None, origin: str, events: bool = False) -> IngestResult | None:
         """Ingest a file unless it is exactly as it was at the last look (and already finished when idle)."""
