@@ -153,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=cmd_command, command=command)
     gui = sub.add_parser("gui", help="open the window")
     gui.set_defaults(func=cmd_gui)
+    from app.cli_capture import register
+
+    register(sub)
     return parser
 
 

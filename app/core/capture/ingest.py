@@ -86,7 +86,7 @@ class Ingestor:
             try:
                 return self._ingest(main, path, agent, origin, final)
             except OSError as exc:
-                return self._fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
+                return self.fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
 
     # --- steps -----------------------------------------------------------------------------------
     def _ingest(self, main: Path, trigger: Path, agent: str, origin: str, final: bool | None) -> IngestResult | None:
@@ -162,7 +162,8 @@ class Ingestor:
         return self._file_problem(path, None, origin, "refused",
                                   f"{path.name}: {why}; nothing was stored (the file is listed in the quarantine)")
 
-    def _fail(self, path: Path, agent: str | None, origin: str, why: str) -> IngestResult:
+    def fail(self, path: Path, agent: str | None, origin: str, why: str) -> IngestResult:
+        """Record a file that could not be read at all (an import row and a file-level quarantine entry)."""
         return self._file_problem(path, agent, origin, "error", f"{path.name}: {why}")
 
     def _file_problem(self, path: Path, agent: str | None, origin: str, status: str, message: str) -> IngestResult:

@@ -1,0 +1,144 @@
+"""Read-side of capture for the GUI and the CLI: totals, sessions per day per agent, projects, tools, quarantine."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+
+from sqlalchemy import func, select
+
+from app.core.capture.model import Part
+from app.core.capture.rows import parts_of
+from app.core.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow
+from app.core.store import Store
+
+
+@dataclass
+class Totals:
+    sessions: int = 0
+    messages: int = 0
+    files: int = 0
+    quarantined: int = 0
+    by_agent: dict[str, int] = field(default_factory=dict)
+    lines_in: int = 0
+    stored: int = 0
+    skipped: int = 0
+
+
+@dataclass
+class SessionSummary:
+    id: str
+    agent: str
+    project: str | None
+    title: str
+    started_at: str | None
+    messages: int
+    tool_calls: int
+    errors: int
+    outcome: str
+    model: str | None
+    subagents: int = 0
+
+
+@dataclass
+class TranscriptMessage:
+    branch: int
+    seq: int
+    role: str
+    timestamp: str | None
+    parts: list[Part]
+    compact_summary: bool
+    meta: bool
+
+
+@dataclass
+class QuarantineItem:
+    source_path: str
+    line: int | None
+    reason: str
+    excerpt: str
+    created_at: str
+
+
+class CaptureQueries:
+    """Every query is one short read transaction (safe beside the watcher's writes: WAL)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def totals(self) -> Totals:
+        with self.store.session() as db:
+            by_agent = dict(db.execute(select(AgentSession.agent, func.count()).where(
+                AgentSession.parent_id.is_(None)).group_by(AgentSession.agent)).all())
+            counts = db.execute(select(func.coalesce(func.sum(ImportRow.lines_in), 0),
+                                       func.coalesce(func.sum(ImportRow.stored), 0),
+                                       func.coalesce(func.sum(ImportRow.skipped), 0))).one()
+            return Totals(sessions=sum(by_agent.values()), by_agent=by_agent,
+                          messages=db.scalar(select(func.count()).select_from(MessageRow)) or 0,
+                          files=db.scalar(select(func.count()).select_from(CaptureFile)) or 0,
+                          quarantined=db.scalar(select(func.count()).select_from(QuarantineRow)) or 0,
+                          lines_in=counts[0], stored=counts[1], skipped=counts[2])
+
+    def sessions_per_day(self) -> dict[str, dict[str, int]]:
+        """{day: {agent: sessions}} for top-level sessions, days in order."""
+        with self.store.session() as db:
+            rows = db.execute(select(AgentSession.day, AgentSession.agent, func.count()).where(
+                AgentSession.parent_id.is_(None), AgentSession.day.is_not(None)).group_by(
+                AgentSession.day, AgentSession.agent).order_by(AgentSession.day)).all()
+        out: dict[str, dict[str, int]] = {}
+        for day, agent, n in rows:
+            out.setdefault(day, {})[agent] = n
+        return out
+
+    def projects(self) -> list[tuple[str, int, int]]:
+        """(project, sessions, messages), most sessions first."""
+        with self.store.session() as db:
+            rows = db.execute(select(func.coalesce(AgentSession.project, "(none)"), func.count(),
+                                     func.sum(AgentSession.messages)).where(AgentSession.parent_id.is_(None))
+                              .group_by(AgentSession.project).order_by(func.count().desc())).all()
+        return [(p, n, m or 0) for p, n, m in rows]
+
+    def tool_histogram(self, limit: int = 20) -> list[tuple[str, int]]:
+        """Tool calls by name over every session (main branches), most used first."""
+        counts: Counter = Counter()
+        with self.store.session() as db:
+            for (raw,) in db.execute(select(AgentSession.signals_json)):
+                counts.update(json.loads(raw or "{}").get("tool_counts", {}))
+        return counts.most_common(limit)
+
+    def recent_sessions(self, limit: int = 200, agent: str | None = None,
+                        project: str | None = None) -> list[SessionSummary]:
+        with self.store.session() as db:
+            subs = dict(db.execute(select(AgentSession.parent_id, func.count()).where(
+                AgentSession.parent_id.is_not(None)).group_by(AgentSession.parent_id)).all())
+            query = select(AgentSession).where(AgentSession.parent_id.is_(None))
+            query = query.where(AgentSession.agent == agent) if agent else query
+            query = query.where(AgentSession.project == project) if project else query
+            rows = db.scalars(query.order_by(AgentSession.started_at.desc()).limit(limit)).all()
+        return [SessionSummary(r.id, r.agent, r.project, r.title, r.started_at, r.messages, r.tool_calls, r.errors,
+                               r.outcome, r.model, subs.get(r.id, 0)) for r in rows]
+
+    def signals(self, session_id: str) -> dict:
+        with self.store.session() as db:
+            raw = db.scalar(select(AgentSession.signals_json).where(AgentSession.id == session_id))
+        return json.loads(raw or "{}")
+
+    def subagents(self, session_id: str) -> list[SessionSummary]:
+        with self.store.session() as db:
+            rows = db.scalars(select(AgentSession).where(AgentSession.parent_id == session_id)).all()
+        return [SessionSummary(r.id, r.agent, r.project, r.title, r.started_at, r.messages, r.tool_calls, r.errors,
+                               r.outcome, r.model) for r in rows]
+
+    def transcript(self, session_id: str, branch: int | None = 0) -> list[TranscriptMessage]:
+        """A session's messages (branch 0: the one that reached the end; None: every branch)."""
+        with self.store.session() as db:
+            query = select(MessageRow).where(MessageRow.session_id == session_id)
+            query = query.where(MessageRow.branch == branch) if branch is not None else query
+            rows = db.scalars(query.order_by(MessageRow.branch, MessageRow.seq)).all()
+        return [TranscriptMessage(r.branch, r.seq, r.role, r.timestamp, parts_of(r.parts_json),
+                                  bool(r.compact_summary), bool(r.meta)) for r in rows]
+
+    def quarantine(self, limit: int = 500) -> list[QuarantineItem]:
+        with self.store.session() as db:
+            rows = db.scalars(select(QuarantineRow).order_by(QuarantineRow.id.desc()).limit(limit)).all()
+        return [QuarantineItem(r.source_path, r.line, r.reason, r.excerpt, r.created_at.isoformat()) for r in rows]
