@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+
+import orjson
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -56,11 +58,17 @@ def _parse_line(out: ReadResult, raw: bytes, number: int, offset: int) -> None:
     if len(body) > MAX_LINE_BYTES:
         out.problems.append((number, f"line is {len(body)} bytes, over the {MAX_LINE_BYTES}-byte limit"))
         return
+    try:
+        out.records.append(Record(number, offset, orjson.loads(body)))  # ~3x json.loads; strict UTF-8
+        return
+    except orjson.JSONDecodeError:
+        pass  # invalid UTF-8, NaN, huge integers...: the standard parser decides, with its precise message
     text = body.decode("utf-8", errors="replace")  # invalid UTF-8 becomes U+FFFD, the record is kept
     try:
         out.records.append(Record(number, offset, json.loads(text)))
-    except json.JSONDecodeError as exc:
-        out.problems.append((number, f"not valid JSON ({exc.msg} at column {exc.colno})"))
+    except (json.JSONDecodeError, RecursionError) as exc:
+        why = f"{exc.msg} at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        out.problems.append((number, f"not valid JSON ({why})"))
 
 
 def iter_records(path: str | Path) -> Iterator[Record]:

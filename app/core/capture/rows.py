@@ -6,6 +6,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+import orjson
+
 from app.core.capture.model import Message, Part, Session
 from app.core.capture.signals import signals
 from app.core.schema import utcnow
@@ -48,7 +50,7 @@ def _message_rows(sid: str, session: Session) -> list[dict]:
 def _message_row(sid: str, branch: int, seq: int, m: Message) -> dict:
     tools = ",".join(p.tool_name or "?" for p in m.parts if p.kind == "tool_call")
     return dict(session_id=sid, branch=branch, seq=seq, role=m.role, text=m.text,
-                parts_json=json.dumps([_part(p) for p in m.parts], ensure_ascii=False), tools=tools,
+                parts_json=_dumps([_part(p) for p in m.parts]), tools=tools,
                 is_error=int(any(p.is_error for p in m.parts)), timestamp=m.timestamp, model=m.model,
                 compact_summary=int(m.compact_summary), meta=int(m.meta), line=m.line)
 
@@ -60,6 +62,14 @@ def _part(p: Part) -> dict[str, Any]:
         if value not in (None, "", False):
             out[key] = value
     return out
+
+
+def _dumps(value: Any) -> str:
+    """orjson (several times faster); the standard encoder for what orjson refuses (e.g. integers over 64 bits)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False)
 
 
 def parts_of(parts_json: str) -> list[Part]:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from app.core.capture.model import Session
 
@@ -52,6 +52,7 @@ class Gate:
 
 
 ALWAYS = Gate()
+SEPARATOR = "\n\x00\x1f\x00\n"  # joins a session's strings for one scrubbing pass; no pattern matches across it
 # (type, pattern, group to replace: 0 = the whole match, gate)
 RULES: list[tuple[str, re.Pattern, int, Gate]] = [
     ("private_key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S), 0,
@@ -76,7 +77,13 @@ DETECT_SECRETS_GATES = {
                                                                          lower=("aws",)),
     "AzureStorageKeyDetector": Gate(("AccountKey=",)), "MailchimpDetector": Gate(("-us",)),
     "NpmDetector": Gate(("_authToken",)), "SlackDetector": Gate(("xox", "hooks.slack.com")),
-    "JwtTokenDetector": Gate(("eyJ",)), "StripeDetector": Gate(("k_live_",)), "SendGridDetector": Gate(("SG.",)), "PypiTokenDetector": Gate(("pypi-",)),
+    "GitHubTokenDetector": Gate(("ghp_", "gho_", "ghu_", "ghs_", "ghr_")), "SquareOAuthDetector": Gate(("sq0csp-",)),
+    "GitLabTokenDetector": Gate(("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "GR1348941", "glcbt-", "glimt-",
+                                 "glptt-", "glagent-", "gloas-")), "OpenAIDetector": Gate(("T3BlbkFJ",)),
+    "TwilioKeyDetector": Gate(probe=re.compile(r"AC[a-z0-9]{32}|SK[a-z0-9]{32}")),
+    "JwtTokenDetector": Gate(("eyJ",)),
+    "TelegramBotTokenDetector": Gate(probe=re.compile(r":[0-9A-Za-z_-]{35}")),  # literal first: fast to search
+    "DiscordBotTokenDetector": Gate(probe=re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}")), "StripeDetector": Gate(("k_live_",)), "SendGridDetector": Gate(("SG.",)), "PypiTokenDetector": Gate(("pypi-",)),
 }
 
 
@@ -132,11 +139,46 @@ class Scrubber:
     def text(self, value: str) -> str:
         if not value:
             return value
-        lowered = value.lower()
+        lowered, opened = value.lower(), {}
         for kind, pattern, group, gate in (*RULES, *_detect_secrets_patterns()):
-            if gate.opens(value, lowered):
+            key = id(gate)
+            if key not in opened:  # a plugin's patterns share one gate: test it once (on the text as it came)
+                opened[key] = gate.opens(value, lowered)
+            if opened[key]:
                 value = _replace(value, kind, pattern, group, self.report)
         return self._home(value)
+
+    def texts(self, values: list[str]) -> list[str]:
+        """Scrub many strings in one pass over their concatenation (~10x faster than one call each for the many
+        short strings of a session); falls back to one call each if a replacement ever spans a separator."""
+        if len(values) < 2:
+            return [self.text(v) for v in values]
+        joined = SEPARATOR.join(values)
+        trial = Scrubber.__new__(Scrubber)
+        trial.home_patterns, trial.report = self.home_patterns, ScrubReport()
+        out = trial.text(joined).split(SEPARATOR)
+        if len(out) != len(values):
+            return [self.text(v) for v in values]
+        for kind, n in trial.report.counts.items():
+            self.report.counts[kind] = self.report.counts.get(kind, 0) + n
+        return out
+
+    def values(self, items: list[Any]) -> list[Any]:
+        """Scrub many JSON-like values (tool inputs): their strings in one batch, keys for the home path only."""
+        leaves: list[str] = []
+        for item in items:
+            _collect(item, leaves)
+        scrubbed = iter(self.texts(leaves))
+        return [self._rebuild(item, scrubbed) for item in items]
+
+    def _rebuild(self, data: Any, scrubbed: Iterator[str]) -> Any:
+        if isinstance(data, str):
+            return next(scrubbed)
+        if isinstance(data, list):
+            return [self._rebuild(v, scrubbed) for v in data]
+        if isinstance(data, dict):
+            return {self._key(k): self._rebuild(v, scrubbed) for k, v in data.items()}
+        return data
 
     def _home(self, value: str) -> str:
         for home, pattern in self.home_patterns:
@@ -171,8 +213,21 @@ class Scrubber:
         s.source_path = self.text(s.source_path)
 
     def _messages(self, s: Session) -> None:
-        for msg in [m for branch in [s.messages, *s.abandoned] for m in branch]:
-            for part in msg.parts:
-                part.text = self.text(part.text)
-                if part.tool_input is not None:
-                    part.tool_input = self.value(part.tool_input)
+        parts = [p for branch in [s.messages, *s.abandoned] for m in branch for p in m.parts]
+        for part, text in zip(parts, self.texts([p.text for p in parts])):
+            part.text = text
+        calls = [p for p in parts if p.tool_input is not None]
+        for part, value in zip(calls, self.values([p.tool_input for p in calls])):
+            part.tool_input = value
+
+
+def _collect(data: Any, out: list[str]) -> None:
+    """Every string inside a JSON-like value, in the order _rebuild visits them."""
+    if isinstance(data, str):
+        out.append(data)
+    elif isinstance(data, list):
+        for v in data:
+            _collect(v, out)
+    elif isinstance(data, dict):
+        for v in data.values():
+            _collect(v, out)
