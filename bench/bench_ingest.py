@@ -94,7 +94,7 @@ def ours(files: list[Path], root: Path, db: Path) -> tuple[float, int]:
     store = Store(db)
     ingestor = Ingestor(store, CaptureConfig(roots={"claude-code": [str(root)]}))
     started = time.perf_counter()
-    lines = sum(r.lines_in for p in files if (r := ingestor.ingest(p, origin="scan", final=True)))
+    lines = sum(r.lines_in for r in ingestor.ingest_many(files, origin="scan", final=True) if r)
     elapsed = time.perf_counter() - started
     store.close()
     return elapsed, lines

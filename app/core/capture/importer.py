@@ -47,18 +47,20 @@ def import_paths(ingestor: Ingestor, paths: list[str | Path], origin: str = "imp
                  progress: Progress | None = None) -> ImportReport:
     """Import each file: a dataset is checked and registered, anything else is ingested as a finished transcript."""
     report, files = ImportReport(), expand(paths)
-    for index, path in enumerate(files, 1):
-        if path.is_file() and looks_like_dataset(path):
-            report.datasets.append(register_dataset(ingestor, check_dataset(path), origin))
-        else:
-            result = ingestor.ingest(path, origin=origin, final=True) if path.exists() else \
-                ingestor.fail(path, None, origin, "no such file")
-            if result is None:
-                report.unchanged += 1
-            else:
-                report.transcripts.append(result)
+    datasets = [p for p in files if p.is_file() and looks_like_dataset(p)]
+    for index, path in enumerate(datasets, 1):
+        report.datasets.append(register_dataset(ingestor, check_dataset(path), origin))
         if progress:
             progress(index, len(files), path)
+    transcripts = [p for p in files if p not in set(datasets)]
+    missing = [p for p in transcripts if not p.exists()]
+    report.transcripts += [ingestor.fail(p, None, origin, "no such file") for p in missing]
+    step = (lambda i, _n, path: progress(len(datasets) + i, len(files), path)) if progress else None
+    for result in ingestor.ingest_many([p for p in transcripts if p.exists()], origin, final=True, progress=step):
+        if result is None:
+            report.unchanged += 1
+        else:
+            report.transcripts.append(result)
     return report
 
 

@@ -12,6 +12,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from sqlalchemy import delete, insert, select
 
@@ -88,6 +89,41 @@ class Ingestor:
             except OSError as exc:
                 return self.fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
 
+    def ingest_many(self, paths: list[Path], origin: str = "scan", final: bool | None = None,
+                    progress: Callable[[int, int, Path], None] | None = None) -> list[IngestResult | None]:
+        """ingest() for many files (scans, imports): each session read once even when several of its files are
+        listed, with progress."""
+        work = [(path, self._plan(Path(path).absolute(), origin, final)) for path in paths]
+        mains: set[Path] = set()
+        work = [(path, None if isinstance(plan, tuple) and (plan[0] in mains or mains.add(plan[0])) else plan)
+                for path, plan in work]  # a session read once even when several of its files are listed
+        jobs = [(path, plan) for path, plan in work if isinstance(plan, tuple)]
+        out: dict[Path, IngestResult | None] = {p: plan for p, plan in work if not isinstance(plan, tuple)}
+        for index, (path, (main, agent, final_)) in enumerate(jobs, 1):
+            try:
+                out[path] = self._write(prepare(main, agent, final_, self.config, self.scrubber), origin)
+            except OSError as exc:
+                out[path] = self.fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
+            if progress:
+                progress(index, len(jobs), path)
+        return [out[p] for p in paths]
+
+    def _plan(self, path: Path, origin: str, final: bool | None):
+        """(main, agent, final) when the file needs reading, else what ingest() answers without reading it."""
+        with self._lock:
+            agent = self.config.agent_for(path) or detect_format(path)
+            if agent not in PARSERS:
+                return self._refuse(path, origin, "not a Claude Code, Codex CLI or Gemini CLI transcript")
+            main = owner(agent, path)
+            try:
+                stat = path.stat()
+            except OSError as exc:
+                return self.fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
+            final = (time.time() - stat.st_mtime > IDLE_FINAL_S) if final is None else final
+            if main is None or not _changed(self._file_rows([path]).get(str(path)), stat, final):
+                return None
+            return main, agent, final
+
     # --- steps -----------------------------------------------------------------------------------
     def _ingest(self, main: Path, trigger: Path, agent: str, origin: str, final: bool | None) -> IngestResult | None:
         stat = trigger.stat()
@@ -95,23 +131,15 @@ class Ingestor:
         known = self._file_rows([trigger])
         if not _changed(known.get(str(trigger)), stat, final):
             return None
-        session = PARSERS[agent](main, final=final)
-        files = _group_files(main, session)
-        counts = {f: _counts(agent, s) for f, s in files.items()}
-        keep = self.config.keeps(session.project, session.cwd)
-        before = self.scrubber.report.total
-        if keep:
-            self.scrubber.session(session)
-        return self._write(main, agent, origin, session if keep else None, counts,
-                           self.scrubber.report.total - before)
+        return self._write(prepare(main, agent, final, self.config, self.scrubber), origin)
 
     def _file_rows(self, files: list[Path]) -> dict[str, CaptureFile]:
         with self.store.session() as db:
             rows = db.scalars(select(CaptureFile).where(CaptureFile.path.in_([str(f) for f in files])))
             return {r.path: r for r in rows}
 
-    def _write(self, main: Path, agent: str, origin: str, session: Session | None,
-               counts: dict[Path, FileCounts], secrets: int = 0) -> IngestResult:
+    def _write(self, ready: Prepared, origin: str) -> IngestResult:
+        main, agent, session, counts, secrets = ready.main, ready.agent, ready.session, ready.counts, ready.secrets
         sid = session_key(agent, main)
         result = IngestResult(main, agent, origin, status="ok" if session else "excluded",
                               message="" if session else "kept out by a project rule")
@@ -175,6 +203,28 @@ class Ingestor:
             conn.execute(insert(QuarantineRow).values(import_id=import_id, source_path=shown, line=None,
                                                       reason=message, created_at=utcnow()))
         return IngestResult(path, agent, origin, status=status, message=message, import_id=import_id)
+
+
+# --- preparing (in this process or a worker) -----------------------------------------------------------
+@dataclass
+class Prepared:
+    """A session read, counted, checked against the project rules and scrubbed: ready to be written."""
+
+    main: Path
+    agent: str
+    session: Session | None  # None: kept out by a project rule
+    counts: dict[Path, FileCounts]
+    secrets: int
+
+
+def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber: Scrubber) -> Prepared:
+    session = PARSERS[agent](main, final=final)
+    counts = {f: _counts(agent, s) for f, s in _group_files(main, session).items()}
+    keep = config.keeps(session.project, session.cwd)
+    before = scrubber.report.total
+    if keep:
+        scrubber.session(session)
+    return Prepared(main, agent, session if keep else None, counts, scrubber.report.total - before)
 
 
 # --- helpers -----------------------------------------------------------------------------------------

@@ -132,6 +132,7 @@ class Scrubber:
 
     def __init__(self, home: str | None = None) -> None:
         home = home or str(Path.home())
+        self.home = home
         homes = {h.rstrip("/") for h in (home, os.path.realpath(home))} - {""}
         self.home_patterns = [(h, re.compile(re.escape(h) + r"(?=/|\b|$)")) for h in homes]
         self.report = ScrubReport()
@@ -155,7 +156,7 @@ class Scrubber:
             return [self.text(v) for v in values]
         joined = SEPARATOR.join(values)
         trial = Scrubber.__new__(Scrubber)
-        trial.home_patterns, trial.report = self.home_patterns, ScrubReport()
+        trial.home, trial.home_patterns, trial.report = self.home, self.home_patterns, ScrubReport()
         out = trial.text(joined).split(SEPARATOR)
         if len(out) != len(values):
             return [self.text(v) for v in values]

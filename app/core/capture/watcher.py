@@ -90,16 +90,13 @@ class CaptureService:
 
     # --- one-shot ------------------------------------------------------------------------------
     def scan(self, progress: Progress | None = None, origin: str = "scan") -> list[IngestResult]:
-        """Ingest every session file under the roots that changed since the last look."""
-        files = session_files(self.config)
-        out = []
-        for index, (agent, path) in enumerate(files, 1):
-            with self._looking:
-                result = self._look(path, agent, origin)
-            out += [result] if result else []
-            if progress:
-                progress(index, len(files), path)
-        return out
+        """Ingest every session file under the roots that changed since the last look (on every core)."""
+        paths = [path for _, path in session_files(self.config)]
+        with self._looking:
+            results = self.ingestor.ingest_many(paths, origin=origin, progress=progress)
+        for result in filter(None, results):
+            self._record(result.agent, result)
+        return [r for r in results if r is not None]
 
     def status(self) -> list[SourceStatus]:
         self._schedule_roots()
