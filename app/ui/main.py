@@ -9,19 +9,40 @@ from typing import Callable
 import qasync
 from PySide6.QtWidgets import QApplication
 
+from app.core.capture.sources import CaptureConfig
 from app.core.jobs import JobManager
 from app.core.store import Store
+from app.ui.capture import CaptureController
 from app.ui.main_window import MainWindow
 from app.ui.theme import apply_dark
 from app.ui.training import TrainingController
 
 
-def build_window(store: Store | None = None) -> MainWindow:
-    """The window wired to a store; re-attaches to running jobs and replays their history."""
-    controller = TrainingController(JobManager(store or Store()))
-    window = MainWindow(controller)
+def build_window(store: Store | None = None, capture_config: CaptureConfig | None = None,
+                 watch: bool = True) -> MainWindow:
+    """The window wired to a store; re-attaches to running jobs and replays their history, and starts capturing
+    (the watcher follows capture_config, else the saved settings; watch=False or settings' watch off: no watcher)."""
+    store = store or Store()
+    controller = TrainingController(JobManager(store))
+    config, problem = load_capture_config(capture_config)
+    capture = CaptureController(store, config, watch=watch and problem is None)
+    window = MainWindow(controller, capture)
     controller.attach_all()
+    capture.start()
+    if problem:
+        capture.config_problem = problem
+        capture.message.emit("error", f"Not capturing: {problem}")
     return window
+
+
+def load_capture_config(given: CaptureConfig | None) -> tuple[CaptureConfig, str | None]:
+    """The config to use and, when the saved one is damaged, why (the defaults are used, nothing is watched)."""
+    if given is not None:
+        return given, None
+    try:
+        return CaptureConfig.load(), None
+    except ValueError as exc:
+        return CaptureConfig(), str(exc)
 
 
 def run_gui(on_ready: Callable[[MainWindow], None] | None = None) -> int:
@@ -47,6 +68,8 @@ def dispose(app: QApplication, window: MainWindow) -> None:
     """Tear the window down while Qt is still alive: left to interpreter shutdown, PySide6 6.12 aborts
     (a refcount error while garbage-collecting widgets after the QApplication is gone)."""
     window.controller.detach()
+    if window.capture_controller is not None:
+        window.capture_controller.stop()
     window.deleteLater()
     app.processEvents()
     del window

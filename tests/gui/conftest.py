@@ -1,4 +1,5 @@
-"""GUI fixtures: one qasync loop riding on pytest-qt's event processing, and a window factory on the test's store."""
+"""GUI fixtures: one qasync loop riding on pytest-qt's event processing, a window factory on the test's store, and
+capture settings whose roots lie in the test's dir (no GUI test ever watches the real home)."""
 from __future__ import annotations
 
 import asyncio
@@ -26,14 +27,30 @@ def aio(aio_session, qapp):
     qapp.processEvents()
 
 
+@pytest.fixture(autouse=True)
+def capture_config(tmp_path, ns_home):
+    """Agent roots under the test dir, saved as the data dir's capture.json (what run_gui loads in a child process)."""
+    from app.core.capture.sources import CaptureConfig
+
+    base = tmp_path / "agents"
+    roots = {"claude-code": base / ".claude" / "projects", "codex": base / ".codex" / "sessions",
+             "gemini": base / ".gemini" / "tmp"}
+    for path in roots.values():
+        path.mkdir(parents=True)
+    config = CaptureConfig(roots={agent: [str(path)] for agent, path in roots.items()})
+    ns_home.mkdir(parents=True, exist_ok=True)
+    config.save(ns_home / "capture.json")
+    return config
+
+
 @pytest.fixture
-def make_window(qtbot, aio, store):
-    """Build a main window on the test's store (as the app would on start-up)."""
+def make_window(qtbot, aio, store, capture_config):
+    """Build a main window on the test's store (as the app would on start-up); capture does not watch unless asked."""
     from app.ui.main import build_window
     from tests.conftest import fast_hyper
 
-    def make(**hyper):
-        window = build_window(store)
+    def make(watch: bool = False, **hyper):
+        window = build_window(store, capture_config=capture_config, watch=watch)
         window.controller.hyper = fast_hyper(**hyper)
         qtbot.addWidget(window)
         window.show()
