@@ -78,60 +78,49 @@ class Ingestor:
         """Ingest a transcript file if it changed; None when there was nothing new."""
         path = Path(path).absolute()
         with self._lock:
-            agent = agent or self.config.agent_for(path) or detect_format(path)
-            if agent not in PARSERS:
-                return self._refuse(path, origin, "not a Claude Code, Codex CLI or Gemini CLI transcript")
-            main = owner(agent, path)
-            if main is None:
-                return None  # internal files (compaction agents) are not sessions
-            try:
-                return self._ingest(main, path, agent, origin, final)
-            except OSError as exc:
-                return self.fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
+            plan = self._plan(path, origin, final, agent)
+            return self._run(path, plan, origin) if isinstance(plan, tuple) else plan
 
     def ingest_many(self, paths: list[Path], origin: str = "scan", final: bool | None = None,
                     progress: Callable[[int, int, Path], None] | None = None) -> list[IngestResult | None]:
-        """ingest() for many files (scans, imports): each session read once even when several of its files are
-        listed, with progress."""
-        work = [(path, self._plan(Path(path).absolute(), origin, final)) for path in paths]
+        """ingest() for many files (scans, imports), with progress; a session is read once even when several of
+        its files are listed."""
+        out: list[IngestResult | None] = []
         mains: set[Path] = set()
-        work = [(path, None if isinstance(plan, tuple) and (plan[0] in mains or mains.add(plan[0])) else plan)
-                for path, plan in work]  # a session read once even when several of its files are listed
-        jobs = [(path, plan) for path, plan in work if isinstance(plan, tuple)]
-        out: dict[Path, IngestResult | None] = {p: plan for p, plan in work if not isinstance(plan, tuple)}
-        for index, (path, (main, agent, final_)) in enumerate(jobs, 1):
-            try:
-                out[path] = self._write(prepare(main, agent, final_, self.config, self.scrubber), origin)
-            except OSError as exc:
-                out[path] = self.fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
+        for index, path in enumerate(map(lambda p: Path(p).absolute(), paths), 1):
+            with self._lock:
+                plan = self._plan(path, origin, final)
+                if isinstance(plan, tuple):
+                    main = plan[0]
+                    plan = None if main in mains else self._run(path, plan, origin)
+                    mains.add(main)
+            out.append(plan)
             if progress:
-                progress(index, len(jobs), path)
-        return [out[p] for p in paths]
-
-    def _plan(self, path: Path, origin: str, final: bool | None):
-        """(main, agent, final) when the file needs reading, else what ingest() answers without reading it."""
-        with self._lock:
-            agent = self.config.agent_for(path) or detect_format(path)
-            if agent not in PARSERS:
-                return self._refuse(path, origin, "not a Claude Code, Codex CLI or Gemini CLI transcript")
-            main = owner(agent, path)
-            try:
-                stat = path.stat()
-            except OSError as exc:
-                return self.fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
-            final = (time.time() - stat.st_mtime > IDLE_FINAL_S) if final is None else final
-            if main is None or not _changed(self._file_rows([path]).get(str(path)), stat, final):
-                return None
-            return main, agent, final
+                progress(index, len(paths), path)
+        return out
 
     # --- steps -----------------------------------------------------------------------------------
-    def _ingest(self, main: Path, trigger: Path, agent: str, origin: str, final: bool | None) -> IngestResult | None:
-        stat = trigger.stat()
+    def _plan(self, path: Path, origin: str, final: bool | None, agent: str | None = None):
+        """(main, agent, final) when the file needs reading, else what ingest() answers without reading it."""
+        agent = agent or self.config.agent_for(path) or detect_format(path)
+        if agent not in PARSERS:
+            return self._refuse(path, origin, "not a Claude Code, Codex CLI or Gemini CLI transcript")
+        main = owner(agent, path)
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            return self.fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
         final = (time.time() - stat.st_mtime > IDLE_FINAL_S) if final is None else final
-        known = self._file_rows([trigger])
-        if not _changed(known.get(str(trigger)), stat, final):
-            return None
-        return self._write(prepare(main, agent, final, self.config, self.scrubber), origin)
+        if main is None or not _changed(self._file_rows([path]).get(str(path)), stat, final):
+            return None  # internal files (compaction agents) are not sessions; unchanged files need nothing
+        return main, agent, final
+
+    def _run(self, path: Path, plan: tuple[Path, str, bool], origin: str) -> IngestResult:
+        main, agent, final = plan
+        try:
+            return self._write(prepare(main, agent, final, self.config, self.scrubber), origin)
+        except OSError as exc:
+            return self.fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
 
     def _file_rows(self, files: list[Path]) -> dict[str, CaptureFile]:
         with self.store.session() as db:
