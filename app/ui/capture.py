@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.core.capture.datasets import transcript_kind
+from app.core.capture.dataset_specs import transcript_kind
 from app.core.capture.importer import ImportReport, import_paths
 from app.core.capture.ingest import Ingestor
 from app.core.capture.queries import CaptureQueries
