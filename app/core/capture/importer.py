@@ -52,7 +52,8 @@ def import_paths(ingestor: Ingestor, paths: list[str | Path], origin: str = "imp
         report.datasets.append(register_dataset(ingestor, check_dataset(path), origin))
         if progress:
             progress(index, len(files), path)
-    transcripts = [p for p in files if p not in set(datasets)]
+    taken = set(datasets)
+    transcripts = [p for p in files if p not in taken]
     missing = [p for p in transcripts if not p.exists()]
     report.transcripts += [ingestor.fail(p, None, origin, "no such file") for p in missing]
     step = (lambda i, _n, path: progress(len(datasets) + i, len(files), path)) if progress else None

@@ -6,7 +6,7 @@ import json
 import orjson
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 MAX_LINE_BYTES = 64 * 1024**2  # a single record larger than this is set aside, not parsed
 
@@ -70,6 +70,3 @@ def _parse_line(out: ReadResult, raw: bytes, number: int, offset: int) -> None:
         why = f"{exc.msg} at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
         out.problems.append((number, f"not valid JSON ({why})"))
 
-
-def iter_records(path: str | Path) -> Iterator[Record]:
-    yield from read_jsonl(path).records

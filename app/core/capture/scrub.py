@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from app.core.capture.model import Session
 
@@ -154,14 +154,11 @@ class Scrubber:
         short strings of a session); falls back to one call each if a replacement ever spans a separator."""
         if len(values) < 2:
             return [self.text(v) for v in values]
-        joined = SEPARATOR.join(values)
-        trial = Scrubber.__new__(Scrubber)
-        trial.home, trial.home_patterns, trial.report = self.home, self.home_patterns, ScrubReport()
-        out = trial.text(joined).split(SEPARATOR)
+        counted = dict(self.report.counts)
+        out = self.text(SEPARATOR.join(values)).split(SEPARATOR)
         if len(out) != len(values):
+            self.report.counts = counted  # undo this pass's counts: each string is counted on its own below
             return [self.text(v) for v in values]
-        for kind, n in trial.report.counts.items():
-            self.report.counts[kind] = self.report.counts.get(kind, 0) + n
         return out
 
     def values(self, items: list[Any]) -> list[Any]:
@@ -187,24 +184,13 @@ class Scrubber:
                 value = pattern.sub("~", value)
         return value
 
-    def value(self, data: Any) -> Any:
-        """Scrub strings anywhere inside dicts/lists (tool inputs); keys are scrubbed for the home path only."""
-        if isinstance(data, str):
-            return self.text(data)
-        if isinstance(data, list):
-            return [self.value(v) for v in data]
-        if isinstance(data, dict):
-            return {self._key(k): self.value(v) for k, v in data.items()}
-        return data
-
     def _key(self, key: Any) -> Any:
         return self._home(key) if isinstance(key, str) else key
 
     def session(self, session: Session) -> Session:
         """Scrub a session in place: text, thinking, tool inputs and outputs, paths — sub-agents and branches too."""
-        fields: list[Callable[[Session], None]] = [self._metadata, self._messages]
-        for step in fields:
-            step(session)
+        self._metadata(session)
+        self._messages(session)
         for sub in session.subagents:
             self.session(sub)
         return session

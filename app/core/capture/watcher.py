@@ -29,7 +29,6 @@ class SourceStatus:
     agent: str
     root: str
     state: str  # watching | not found | stopped | error
-    files: int = 0
     last_event: float | None = None  # epoch seconds of the last ingest that stored something
     error: str = ""
 

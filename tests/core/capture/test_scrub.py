@@ -77,3 +77,13 @@ def test_reader_strips_a_byte_order_mark_and_waits_for_a_half_written_line(tmp_p
         fh.write(b' 3}\n')
     more = read_jsonl(path, first.end_offset, first.lines + 1)
     assert [(r.line, r.data) for r in more.records] == [(3, {"c": 3})]
+
+
+def test_batched_scrubbing_never_merges_strings_and_counts_each_secret_once():
+    scrubber = Scrubber(home="/home/me")
+    # a key block split over two strings: one pass over the joined text would swallow the separator
+    values = ["-----BEGIN RSA PRIVATE KEY-----\nMIIE", "abc\n-----END RSA PRIVATE KEY-----", "ok ghp_" + "a" * 36]
+    out = scrubber.texts(values)
+    assert len(out) == 3 and out[0].startswith("-----BEGIN") and out[2] == "ok <SECRET:github_token>"
+    assert scrubber.report.counts == {"github_token": 1}
+    assert scrubber.texts(["/home/me/x", "AKIAIOSFODNN7EXAMPLE"]) == ["~/x", "<SECRET:aws_access_key>"]
