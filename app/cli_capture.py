@@ -49,7 +49,7 @@ def cmd_status(_args) -> int:
     agents = ", ".join(f"{n} {a}" for a, n in sorted(totals.by_agent.items())) or "none yet"
     print(f"Sessions: {totals.sessions} ({agents}); messages: {totals.messages}; files followed: {totals.files}")
     print(f"Lines in: {totals.lines_in} = stored {totals.stored} + quarantined "
-          f"{totals.lines_in - totals.stored - totals.skipped} + skipped {totals.skipped}; "
+          f"{totals.quarantined_lines} + skipped {totals.skipped}; "
           f"quarantine entries: {totals.quarantined}")
     if ingestor.config.exclude or ingestor.config.include:
         print(f"Project rules: include {ingestor.config.include or 'all'}, exclude {ingestor.config.exclude}")

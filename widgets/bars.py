@@ -6,7 +6,7 @@ import pyqtgraph as pg
 from widgets.charts import COLOURS
 
 BACKGROUND = "#1e1f24"
-MAX_TICKS = 12  # category labels shown on the bottom axis at most (every k-th beyond that)
+MAX_TICKS = 7  # category labels shown on the bottom axis at most (every k-th beyond that)
 
 
 def _whole_ticks(axis: pg.AxisItem, top: float) -> None:

@@ -50,6 +50,7 @@ class CaptureController(QObject):
         if self.watch and not self.running:
             self.service.start()
             self.running = True
+            self.refresh_soon()  # the sources now say "watching"
 
     def stop(self) -> None:
         """Stop watching (window closing); imports still running are given a moment to finish."""

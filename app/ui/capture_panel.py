@@ -24,6 +24,7 @@ MAX_TRANSCRIPT_CHARS = 300_000  # the viewer stops rendering after this much tex
 MAX_DAYS = 90
 SOURCES_MS = 5000  # the sources table's relative times are redrawn this often
 ALL = "(all projects)"
+MAX_COLUMN_PX = 220
 SESSION_COLUMNS = ["Started", "Agent", "Project", "Title", "Msgs", "Tools", "Errors", "Outcome"]
 
 
@@ -39,6 +40,7 @@ def make_table(headers: list[str], stretch: int) -> QTableWidget:
     header = table.horizontalHeader()
     header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
     header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
+    header.setMaximumSectionSize(MAX_COLUMN_PX)  # a very long project name must not squeeze the title away
     return table
 
 
@@ -183,8 +185,8 @@ class CapturePanel(QWidget):
         t = q.totals()
         agents = ", ".join(f"{n} {a}" for a, n in sorted(t.by_agent.items())) or "none yet"
         self.totals.setText(f"<b>{t.sessions} sessions</b> ({agents}) · {t.messages} messages · "
-                            f"{t.quarantined} quarantined · {t.lines_in} lines in = {t.stored} stored + "
-                            f"{t.quarantined} quarantined + {t.skipped} skipped")
+                            f"{t.quarantined} in quarantine · {t.lines_in} lines in = {t.stored} stored + "
+                            f"{t.quarantined_lines} quarantined + {t.skipped} skipped")
         self._fill_charts(q.sessions_per_day(), q.tool_histogram())
         projects = q.projects()
         fill(self.projects, [[ALL, sum(p[1] for p in projects), sum(p[2] for p in projects)], *map(list, projects)],

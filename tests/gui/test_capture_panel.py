@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
@@ -67,6 +68,9 @@ def test_watched_sessions_fill_the_panel_and_appends_show_up(qtbot, make_window,
     qtbot.waitUntil(lambda: panel.sessions.rowCount() == 3, timeout=TIMEOUT_MS)
 
     assert "3 sessions" in panel.totals.text() and "2 claude-code, 1 codex" in panel.totals.text()
+    lines_in, *parts = map(int, re.search(r"(\d+) lines in = (\d+) stored \+ (\d+) quarantined \+ (\d+) skipped",
+                                          panel.totals.text()).groups())
+    assert lines_in == sum(parts)  # the balance shown adds up (lines, not quarantine entries)
     assert panel.per_day.categories == ["2025-03-01", "2025-03-02"]
     assert panel.per_day.heights("claude-code") == [2, 0] and panel.per_day.heights("codex") == [0, 1]
     assert panel.tools.values() == {"Read": 1, "Bash": 1, "shell": 1}

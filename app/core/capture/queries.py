@@ -22,6 +22,7 @@ class Totals:
     by_agent: dict[str, int] = field(default_factory=dict)
     lines_in: int = 0
     stored: int = 0
+    quarantined_lines: int = 0  # lines (quarantined counts entries, whole refused files included)
     skipped: int = 0
 
 
@@ -72,12 +73,13 @@ class CaptureQueries:
                 AgentSession.parent_id.is_(None)).group_by(AgentSession.agent)).all())
             counts = db.execute(select(func.coalesce(func.sum(ImportRow.lines_in), 0),
                                        func.coalesce(func.sum(ImportRow.stored), 0),
+                                       func.coalesce(func.sum(ImportRow.quarantined), 0),
                                        func.coalesce(func.sum(ImportRow.skipped), 0))).one()
             return Totals(sessions=sum(by_agent.values()), by_agent=by_agent,
                           messages=db.scalar(select(func.count()).select_from(MessageRow)) or 0,
                           files=db.scalar(select(func.count()).select_from(CaptureFile)) or 0,
                           quarantined=db.scalar(select(func.count()).select_from(QuarantineRow)) or 0,
-                          lines_in=counts[0], stored=counts[1], skipped=counts[2])
+                          lines_in=counts[0], stored=counts[1], quarantined_lines=counts[2], skipped=counts[3])
 
     def sessions_per_day(self) -> dict[str, dict[str, int]]:
         """{day: {agent: sessions}} for top-level sessions, days in order."""
