@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 0
+PROTOCOL_MINOR = 1  # 1: `built` and `report` (dataset workers)
 MAX_FRAME = 4 * 1024 * 1024  # bytes of JSON in one frame
 HEADER = struct.Struct(">I")
 
@@ -127,6 +127,24 @@ class Result(Body):
     metrics: dict[str, float | int | None] = Field(default_factory=dict)
 
 
+class Built(Body):
+    """A dataset build (or preference-pair) worker finished: where the dataset is and what it holds."""
+
+    name: str
+    path: str  # the build directory (the caller validates its manifest before registering it)
+    manifest_sha256: str
+    fingerprint: str
+    examples: int
+
+
+class Report(Body):
+    """A validation worker finished: what it checked and every problem found (example, check, detail)."""
+
+    target: str
+    checked: int
+    problems: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class Error(Body):
     message: str  # what happened
     why: str = ""  # why it happened
@@ -167,7 +185,7 @@ class Ping(Body):
 
 REGISTRY: dict[str, type[Body]] = {
     "hello": Hello, "state": State, "progress": Progress, "metrics": Metrics, "log": Log, "alert": Alert,
-    "checkpoint": Checkpoint, "result": Result, "error": Error, "ack": Ack, "pong": Pong,
+    "checkpoint": Checkpoint, "result": Result, "built": Built, "report": Report, "error": Error, "ack": Ack, "pong": Pong,
     "pause": Pause, "resume": Resume, "stop": Stop, "checkpoint_now": CheckpointNow, "ping": Ping,
 }
 TYPE_OF: dict[type[Body], str] = {cls: name for name, cls in REGISTRY.items()}

@@ -19,6 +19,8 @@ SAMPLES: dict[str, P.Body] = {
     "log": P.Log(level="warning", message="hello"),
     "alert": P.Alert(kind="nan", message="loss is nan", step=4),
     "checkpoint": P.Checkpoint(step=5, path="/x/checkpoint-5", reason="requested"),
+    "built": P.Built(name="sft-1", path="/d", manifest_sha256="b" * 64, fingerprint="c" * 64, examples=3),
+    "report": P.Report(target="sft-1", checked=3, problems=[{"example": "x", "check": "leakage", "detail": "d"}]),
     "result": P.Result(job_id="j", status="completed", adapter_path="/a", adapter_sha256="a" * 64,
                        spec_sha256="b" * 64, dataset_sha256="c" * 64, base_model="default",
                        metrics={"steps": 3, "first_loss": 2.0, "last_loss": 1.0}),

@@ -1,0 +1,1 @@
+"""Building datasets from captured sessions: conversion, filters, near-duplicates, windows, splits, replay, checks."""

@@ -1,0 +1,38 @@
+"""What a dataset build is asked to do: the base model, filters, windows, splits, replay (pydantic, saved in the manifest)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class Filters(BaseModel):
+    """Session filters, applied in this order; each reports how many it removed."""
+
+    drop_abandoned: bool = True  # ended on a request, a pending call or an unanswered result
+    drop_errored: bool = True  # ended on a failed tool call
+    min_tool_calls: int = Field(1, ge=0)
+    min_steps: int = Field(2, ge=0)  # assistant messages: a multi-step workflow has at least this many
+    require_recovery: bool = False  # keep only sessions where an error was followed by a successful retry
+    min_reasoning: int = Field(0, ge=0)  # reasoning markers + self-corrections + constraints + pruning
+    include_subagents: bool = True  # sub-agent sessions become examples of their own
+    near_duplicate: float = Field(0.85, ge=0.0, le=1.0)  # MinHash Jaccard at or above this is a duplicate; 0 = off
+    min_tokens: int = Field(32, ge=0)  # an example shorter than this is dropped
+
+
+class BuildConfig(BaseModel):
+    """One build request. `mode` full = every eligible session; incremental = sessions no earlier dataset of this
+    base model used, plus `replay` share of examples replayed from earlier ones."""
+
+    name: str | None = None
+    base_model: str = "default"
+    mode: Literal["auto", "full", "incremental"] = "auto"  # auto: incremental when an earlier dataset exists
+    max_length: int = Field(2048, ge=64)
+    val_share: float = Field(0.1, ge=0.0, lt=0.5)
+    test_share: float = Field(0.1, ge=0.0, lt=0.5)
+    replay: float = Field(0.3, ge=0.0, lt=1.0)  # share of the new dataset replayed from earlier ones
+    thinking: bool = True  # keep the agent's thinking as <think>…</think> before its answer
+    max_tool_output: int = Field(2000, ge=0)  # characters of a tool result kept (0 = all)
+    freeze_heldout: bool = True  # the first build for a base model freezes its test sessions as the held-out set
+    seed: int = 0
+    filters: Filters = Field(default_factory=Filters)

@@ -1,0 +1,122 @@
+"""A stored session -> one chat conversation in the documented tool convention (OpenAI-style messages).
+
+System: the agent preamble naming the tools the session used. Assistant: text (and thinking as <think>…</think>)
+plus `tool_calls` [{id, type: function, function: {name, arguments: dict}}]. Tool results: one `tool` message per
+call with `tool_call_id` and `name`. Harness-injected lines are left out; compaction summaries stay as context.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.capture.rows import parts_of
+
+SYSTEM_PREAMBLE = ("You are a coding agent working in a software project. Work step by step: look before you change "
+                   "anything, call one tool at a time, read its result, and recover from errors.")
+TOOL_CONVENTION = ('Call a tool by writing <tool_call>{"name": "...", "arguments": {...}}</tool_call>; its result '
+                   "comes back as a tool message.")
+SUMMARY_PREFIX = "[Summary of the earlier part of this session]\n"
+
+
+@dataclass
+class Conversation:
+    """One session as chat messages, with what the filters and splits need to know about it."""
+
+    session_id: str
+    parent_id: str | None
+    started_at: str
+    messages: list[dict] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+
+    @property
+    def content_sha256(self) -> str:
+        blob = json.dumps(self.messages, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def text(self) -> str:
+        """All the words, for near-duplicate detection."""
+        return "\n".join(_message_text(m) for m in self.messages if m["role"] != "system")
+
+
+def system_message(tools: list[str]) -> dict:
+    """The system message every example and every evaluation prompt starts with (the same convention)."""
+    listed = f" Tools: {', '.join(tools)}. {TOOL_CONVENTION}" if tools else ""
+    return {"role": "system", "content": SYSTEM_PREAMBLE + listed}
+
+
+def _message_text(m: dict) -> str:
+    calls = " ".join(json.dumps(c["function"], sort_keys=True) for c in m.get("tool_calls") or [])
+    return f"{m.get('content') or ''} {calls}".strip()
+
+
+def _clip(text: str, limit: int) -> str:
+    if limit <= 0 or len(text) <= limit:
+        return text
+    return text[:limit] + f"\n…[{len(text) - limit} more characters]"
+
+
+def _assistant(parts: list, thinking: bool) -> dict | None:
+    texts = [p.text for p in parts if p.kind == "text" and p.text.strip()]
+    thoughts = [p.text for p in parts if p.kind == "thinking" and p.text.strip()] if thinking else []
+    content = "\n".join(texts)
+    if thoughts:
+        content = "<think>\n" + "\n".join(thoughts) + "\n</think>\n" + content
+    calls = [{"id": p.call_id or f"call_{i}", "type": "function",
+              "function": {"name": p.tool_name or "unknown", "arguments": _arguments(p.tool_input)}}
+             for i, p in enumerate(q for q in parts if q.kind == "tool_call")]
+    if not content.strip() and not calls:
+        return None
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+def _arguments(value: Any) -> dict:
+    if isinstance(value, dict):
+        return value
+    if value is None:
+        return {}
+    return {"input": value}
+
+
+def _tool_results(parts: list, names: dict[str, str], limit: int) -> list[dict]:
+    out = []
+    for p in parts:
+        if p.kind != "tool_result":
+            continue
+        text = _clip(p.text or "", limit) or "(no output)"
+        if p.is_error:
+            text = "[error] " + text
+        call_id = p.call_id or "unknown"
+        out.append({"role": "tool", "tool_call_id": call_id, "name": names.get(call_id, "unknown"), "content": text})
+    return out
+
+
+def conversation(session: Any, rows: list[Any], thinking: bool = True, max_tool_output: int = 2000) -> Conversation:
+    """Build the conversation of one session from its main-branch message rows (ordered by seq)."""
+    messages: list[dict] = []
+    names: dict[str, str] = {}
+    used: list[str] = []
+    for row in rows:
+        parts = parts_of(row.parts_json)
+        if row.meta:
+            continue
+        if row.role == "assistant":
+            msg = _assistant(parts, thinking)
+            for call in (msg or {}).get("tool_calls", []):
+                names[call["id"]] = call["function"]["name"]
+                if call["function"]["name"] not in used:
+                    used.append(call["function"]["name"])
+            if msg:
+                messages.append(msg)
+        elif row.role == "tool":
+            messages += _tool_results(parts, names, max_tool_output)
+        elif row.role == "user" and row.text.strip():
+            text = (SUMMARY_PREFIX + row.text) if row.compact_summary else row.text
+            messages.append({"role": "user", "content": text})
+    tools = sorted(used)
+    return Conversation(session.id, session.parent_id, session.started_at or "", [system_message(tools), *messages],
+                        tools)

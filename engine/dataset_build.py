@@ -1,0 +1,82 @@
+"""Dataset worker: `python -m engine.dataset_build --spec FILE` builds one SFT dataset into a folder and prints
+protocol envelopes (progress, log, built, error), one JSON line each, on stdout. The caller registers the result."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from app.core import protocol as P
+from app.core.datasets.builder import BuildError, build
+from app.core.datasets.config import BuildConfig
+from app.core.fingerprint import sha256_file
+from app.core.modelref import ModelRefError
+from app.core.store import Store
+
+
+class Emitter:
+    """Envelopes to stdout; progress at most 10 times a second, with elapsed time and an ETA per phase."""
+
+    def __init__(self, job: str) -> None:
+        self.job, self.last, self.phase, self.started = job, 0.0, "", time.monotonic()
+
+    def emit(self, body: P.Body) -> None:
+        sys.stdout.write(P.dumps(P.make(body, job=self.job)) + "\n")
+        sys.stdout.flush()
+
+    def progress(self, phase: str, step: int, total: int) -> None:
+        now = time.monotonic()
+        if phase != self.phase:
+            self.phase, self.started = phase, now
+        elif step < total and now - self.last < 0.1:
+            return
+        self.last = now
+        elapsed = now - self.started
+        eta = elapsed / step * (total - step) if step else None
+        self.emit(P.Progress(step=step, total=total, phase=phase, elapsed_s=elapsed, eta_s=eta))
+
+
+def run(spec: dict, out: Emitter) -> int:
+    from engine import render
+
+    config = BuildConfig.model_validate(spec["config"])
+    out.emit(P.Log(message=f"loading the tokenizer of {config.base_model}"))
+    renderer = render.load(config.base_model, spec["models_dir"],
+                           lambda msg, step, total: out.emit(P.Log(message=msg)))
+    out.emit(P.Log(message=f"chat template {renderer.template_sha256[:12]} ({renderer.convention})"))
+    store = Store(Path(spec["db"]))
+    try:
+        folder = Path(spec["out"])
+        man = build(store, config, renderer, folder, out.progress)
+    finally:
+        store.close()
+    out.emit(P.Built(name=man.name, path=str(folder), manifest_sha256=sha256_file(folder / "manifest.json"),
+                     fingerprint=man.fingerprint, examples=man.examples))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.dataset_build", description="Build one dataset.")
+    parser.add_argument("--spec", required=True, type=Path)
+    args = parser.parse_args(argv)
+    spec = json.loads(args.spec.read_text(encoding="utf-8"))
+    out = Emitter(spec.get("job", "build"))
+    try:
+        return run(spec, out)
+    except BuildError as exc:
+        out.emit(P.Error(message=exc.message, why=exc.why, fix=exc.fix))
+    except ModelRefError as exc:
+        out.emit(P.Error(message="the base model cannot be used", why=str(exc)))
+    except Exception as exc:  # the build fails visibly, with the traceback
+        tb = traceback.format_exc()
+        print(tb, file=sys.stderr)
+        out.emit(P.Error(message=f"the build crashed: {type(exc).__name__}: {exc}", traceback=tb[-4000:],
+                         fix="see the traceback; nothing was registered"))
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
