@@ -154,8 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     gui = sub.add_parser("gui", help="open the window")
     gui.set_defaults(func=cmd_gui)
     from app.cli_capture import register
+    from app.cli_datasets import register as register_datasets
 
     register(sub)
+    register_datasets(sub)
     return parser
 
 

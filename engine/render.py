@@ -125,7 +125,11 @@ def load(ref: str, models_dir, report=None) -> Renderer:
 
     from transformers import AutoTokenizer
 
+    from app.core.modelref import check_model_ref
     from engine import models
 
+    if check_model_ref(ref) == "embedded" and not (Path(models_dir) / models.EMBEDDED_DIR / "tokenizer.json").is_file():
+        gguf = models.embedded_gguf()  # the tokenizer alone: no need to materialise the whole model to build data
+        return Renderer(AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name), models.EMBEDDED_NAME)
     source, label = models.resolve(ref, Path(models_dir), report or models._quiet)
     return Renderer(AutoTokenizer.from_pretrained(source), label)

@@ -3,6 +3,7 @@ stdout for progress; when it ends its folder is checked against the manifest and
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ class WorkerRun:
         self.spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
         self.err_path = self.folder / "worker.err"
         self.built: P.Built | None = None
+        self.report: P.Report | None = None
         self.error: P.Error | None = None
         with self.err_path.open("wb") as err:
             self.proc = subprocess.Popen([paths.engine_python(), "-m", module, "--spec", str(self.spec_path)],
@@ -55,6 +57,8 @@ class WorkerRun:
                 continue
             if isinstance(env.body, P.Built):
                 self.built = env.body
+            elif isinstance(env.body, P.Report):
+                self.report = env.body
             elif isinstance(env.body, P.Error):
                 self.error = env.body
             yield env
@@ -71,8 +75,16 @@ class WorkerRun:
         try:
             return self._outcome(code)
         finally:
-            import shutil
+            shutil.rmtree(self.folder, ignore_errors=True)
 
+    def finish_report(self) -> tuple[P.Report | None, str]:
+        """For a validation worker: (its report, '') or (None, why it failed)."""
+        for _ in self.events():
+            pass
+        code = self.proc.wait()
+        try:
+            return (self.report, "") if self.report is not None else (None, self._failure(code))
+        finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def _outcome(self, code: int) -> Outcome:
@@ -95,3 +107,15 @@ class WorkerRun:
 
 def start_build(store: Store, config) -> WorkerRun:
     return WorkerRun(store, "engine.dataset_build", {"config": config.model_dump()})
+
+
+def start_check(store: Store, target: Path, base_model: str | None = None, max_length: int = 0,
+                heldout: frozenset[str] = frozenset()) -> WorkerRun:
+    """Validate a built dataset folder or a file; with a base model also the DEEP (tokenizer) checks."""
+    return WorkerRun(store, "engine.dataset_check", {"target": str(target), "base_model": base_model,
+                                                     "max_length": max_length, "heldout": sorted(heldout)})
+
+
+def start_pairs(store: Store, config) -> WorkerRun:
+    """Preference pairs (app.core.datasets.pairs.PairsConfig): the student's answers against the teacher's."""
+    return WorkerRun(store, "engine.pairs", {"config": config.model_dump()})

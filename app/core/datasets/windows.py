@@ -39,32 +39,33 @@ def _trim(window: list[dict]) -> list[dict]:
 
 
 def windows(messages: list[dict], max_length: int, count: Count) -> tuple[list[list[dict]], int]:
-    """(windows, blocks dropped because even alone with the header they exceed max_length)."""
+    """(windows, blocks dropped because even alone with the header they exceed max_length). A new window repeats
+    the previous window's last block (when it fits), so the next action is seen with the tool result it follows."""
     cut = header_length(messages)
     header, rest = messages[:cut], messages[cut:]
     base = count(header)
     parts = blocks(rest)
     sizes = [count(header + b) - base for b in parts]
     out: list[list[dict]] = []
-    current: list[dict] = []
-    used, too_long = base, 0
+    current: list[tuple[list[dict], int]] = []  # (block, size)
+    too_long = 0
     for block, size in zip(parts, sizes):
         if base + size > max_length:
             too_long += 1
             _close(out, header, current)
-            current, used = [], base
+            current = []
             continue
-        if used + size > max_length:
+        if base + sum(n for _, n in current) + size > max_length:
             _close(out, header, current)
-            current, used = [], base
-        current += block
-        used += size
+            carry = current[-1:] if current and base + current[-1][1] + size <= max_length else []
+            current = carry
+        current.append((block, size))
     _close(out, header, current)
     return _fit(out, max_length, count), too_long
 
 
-def _close(out: list[list[dict]], header: list[dict], current: list[dict]) -> None:
-    window = _trim(header + current)
+def _close(out: list[list[dict]], header: list[dict], current: list[tuple[list[dict], int]]) -> None:
+    window = _trim(header + [m for block, _ in current for m in block])
     if any(m["role"] == "assistant" for m in window):
         out.append(window)
 

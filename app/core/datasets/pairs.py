@@ -1,0 +1,465 @@
+"""Preference pairs (DPO / ORPO / KTO): for a teacher context from an SFT dataset's train split, the student's next
+action (chosen = the teacher's recorded action, rejected = the student's) plus the user's dropped preference_v1
+files. A context where the student already agrees with the teacher is not a pair. Pure Python: generation is the
+engine's (`engine.pairs`), behind the `Student` protocol (a llama.cpp student can stand in later).
+
+Record (preference_v1, conversational): {"id", "source": "student" | "dropped", "session_id", "example_id", "turn",
+"prompt": [{role, content}…], "chosen": [{role: assistant, content}], "rejected": [{role: assistant, content}]}, every
+message plain text with tool calls in the Hermes convention (`<tool_call>{"name", "arguments"}</tool_call>`), so any
+trainer and any template can use it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from difflib import SequenceMatcher
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol
+
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+
+from app.core.capture.dataset_specs import SPECS, record_problem
+from app.core.capture.scrub import Scrubber
+from app.core.datasets import checks, manifest as M
+from app.core.datasets.builder import BuildError
+from app.core.datasets.registry import Registry, default_name
+from app.core.fingerprint import sha256_dir, sha256_file
+from app.core.schema import BuiltDataset, DatasetFile
+from app.core.store import Store
+
+SPEC_ID = "preference_v1"
+AGREE_RATIO = 0.9  # text answers this similar (difflib ratio, whitespace normalised) count as the same answer
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+_THINK = re.compile(r"<think>.*?</think>", re.S)
+Progress = Callable[[str, int, int], None]  # (phase, step, total)
+Log = Callable[[str], None]
+
+
+class PairsConfig(BaseModel):
+    """One pairs request: the student (base model + optional LoRA adapter or checkpoint folder), where the teacher
+    contexts come from, how many, and how long the student may answer."""
+
+    name: str | None = None
+    base_model: str = "default"
+    adapter: str | None = None  # a LoRA adapter or checkpoint folder (adapter_config.json); None = the base model
+    source: str | None = None  # an SFT dataset's name; None = the latest SFT dataset of base_model
+    max_contexts: int = Field(200, ge=1)
+    max_new_tokens: int = Field(256, ge=1, le=8192)
+    include_dropped: bool = True  # the user's accepted preference_v1 files join the pairs
+    seed: int = 0
+
+
+class Student(Protocol):
+    """The model that answers: greedy, deterministic. `generate` returns (text, finished: stopped before the limit)."""
+
+    label: str
+    template_sha256: str
+
+    def generate(self, messages: list[dict]) -> tuple[str, bool]: ...
+    def count(self, messages: list[dict]) -> int: ...  # tokens of a rendered message list
+
+
+class Context(NamedTuple):
+    """A teacher context: the messages before an assistant message of a train example, and that message."""
+
+    messages: list[dict]
+    teacher: dict
+    example_id: str
+    session_id: str
+
+    @property
+    def turn(self) -> int:
+        """The teacher message's index in its example."""
+        return len(self.messages)
+
+    @property
+    def key(self) -> str:
+        """By content only (not the example id, which depends on the template): stable when the source is rebuilt."""
+        return M.example_id([*self.messages, self.teacher])
+
+
+# --- messages in the Hermes text convention ---------------------------------------------------------------------
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, list):  # text content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
+
+
+def as_text(message: dict) -> dict:
+    """{role, content} with tool calls written into the content (the same text as engine.chat_template's
+    tool_calls_as_text, which the renderer uses for templates without tool support)."""
+    parts = [_text_of(message.get("content"))]
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function", call)
+        args = fn.get("arguments", {})
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                pass
+        parts.append("<tool_call>" + json.dumps({"name": fn.get("name"), "arguments": args}) + "</tool_call>")
+    return {"role": message["role"], "content": "\n".join(p for p in parts if p)}
+
+
+def _arguments(value: Any) -> dict:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return {"input": value}
+    if isinstance(value, dict):
+        return value
+    return {} if value is None else {"input": value}
+
+
+def _call(body: str) -> dict | None:
+    """A Hermes tool call body -> {name, arguments}; None when it is not one (it then stays text)."""
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"].strip():
+        return None
+    return {"name": obj["name"], "arguments": _arguments(obj.get("arguments", obj.get("parameters")))}
+
+
+def parse_student(text: str) -> dict:
+    """The student's raw answer -> an assistant message {role, content, tool_calls?}: each well-formed
+    `<tool_call>{"name": …, "arguments": {…}}</tool_call>` becomes a tool call; anything malformed stays text."""
+    calls, kept, pos = [], [], 0
+    for match in _TOOL_CALL.finditer(text):
+        fn = _call(match.group(1).strip())
+        if fn is None:
+            continue
+        kept.append(text[pos:match.start()])
+        pos = match.end()
+        calls.append({"id": f"call_{len(calls)}", "type": "function", "function": fn})
+    kept.append(text[pos:])
+    msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(p.strip() for p in kept if p.strip())}
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
+# --- agreement ----------------------------------------------------------------------------------------------------
+
+def _norm_value(value: Any) -> Any:
+    """JSON values compared by meaning: key order, 1 vs 1.0, surrounding whitespace of strings do not matter."""
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _norm_value(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_norm_value(v) for v in value)
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    return value
+
+
+def _calls(message: dict) -> list[tuple[str, Any]]:
+    out = []
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function", call)
+        out.append(((fn.get("name") or "").strip(), _norm_value(_arguments(fn.get("arguments")))))
+    return out
+
+
+def _answer(message: dict) -> str:
+    """The visible answer, whitespace normalised; thinking aside unless there is nothing else."""
+    text = _text_of(message.get("content"))
+    visible = " ".join(_THINK.sub(" ", text).split())
+    return visible or " ".join(text.split())
+
+
+def agrees(teacher: dict, student: dict) -> bool:
+    """The same action: the same tool calls (names and arguments) in the same order; or, when neither calls a tool,
+    the same text (whitespace normalised, thinking aside) or a difflib ratio of at least AGREE_RATIO."""
+    mine, theirs = _calls(teacher), _calls(student)
+    if mine or theirs:
+        return mine == theirs
+    a, b = _answer(teacher), _answer(student)
+    if a == b:
+        return True
+    if not a or not b:
+        return False
+    sm = SequenceMatcher(None, a, b, autojunk=False)
+    return sm.real_quick_ratio() >= AGREE_RATIO and sm.quick_ratio() >= AGREE_RATIO and sm.ratio() >= AGREE_RATIO
+
+
+# --- teacher contexts ---------------------------------------------------------------------------------------------
+
+def teacher_contexts(records: Iterable[dict], max_contexts: int, seed: int = 0) -> list[Context]:
+    """Every assistant message of the TRAIN records with what came before it (a record with another `split` is
+    skipped), once each; capped at max_contexts by a stable hash of the content, ordered by session and turn."""
+    found: dict[str, Context] = {}
+    for rec in records:
+        if rec.get("split", "train") != "train":
+            continue
+        msgs = rec["messages"]
+        for i, m in enumerate(msgs):
+            if m.get("role") == "assistant" and any(x.get("role") == "user" for x in msgs[:i]):
+                ctx = Context(msgs[:i], m, rec.get("id", ""), rec.get("session_id", ""))
+                found.setdefault(ctx.key, ctx)
+    keys = sorted(found, key=lambda k: hashlib.sha256(f"{seed}:{k}".encode()).hexdigest())[:max_contexts]
+    return sorted((found[k] for k in keys), key=lambda c: (c.session_id, c.turn, c.key))
+
+
+def train_records(folder: Path, heldout: frozenset[str] = frozenset()) -> Iterator[dict]:
+    """A built SFT dataset's train examples only, from sessions its manifest puts in train (never val or test, never
+    the frozen held-out set)."""
+    man = M.read(folder)
+    train = {u.id for u in man.sessions if u.split == "train"} - heldout
+    for rec in M.iter_examples(folder, "train"):
+        if rec.get("session_id") in train:
+            yield rec
+
+
+# --- records ------------------------------------------------------------------------------------------------------
+
+def pair_id(prompt: list[dict], chosen: list[dict], rejected: list[dict]) -> str:
+    return M.example_id([*prompt, {"role": "chosen"}, *chosen, {"role": "rejected"}, *rejected])
+
+
+def pair_record(prompt: list[dict], chosen: dict, rejected: dict, *, source: str = "student",
+                session_id: str = "", example_id: str = "", turn: int | None = None) -> dict:
+    """A preference_v1 record in conversational form: prompt messages, [chosen], [rejected], all as Hermes text."""
+    p, c, r = [as_text(m) for m in prompt], [as_text(chosen)], [as_text(rejected)]
+    rec: dict[str, Any] = {"id": pair_id(p, c, r), "source": source, "session_id": session_id,
+                           "example_id": example_id}
+    if turn is not None:
+        rec["turn"] = turn
+    rec.update(prompt=p, chosen=c, rejected=r)
+    return rec
+
+
+def _side(value: Any, role: str) -> list[dict]:
+    return [{"role": role, "content": value}] if isinstance(value, str) else value
+
+
+def conversational(rec: dict, file_sha256: str) -> dict:
+    """A dropped preference_v1 record (strings or message lists) in the same conversational text form."""
+    prompt, chosen, rejected = _side(rec["prompt"], "user"), _side(rec["chosen"], "assistant"), \
+        _side(rec["rejected"], "assistant")
+    p, c, r = [as_text(m) for m in prompt], [as_text(m) for m in chosen], [as_text(m) for m in rejected]
+    return {"id": pair_id(p, c, r), "source": "dropped",
+            "session_id": "", "example_id": "", "file_sha256": file_sha256, "prompt": p, "chosen": c, "rejected": r}
+
+
+def _read_records(path: Path) -> Iterator[Any]:
+    text = path.read_text(encoding="utf-8", errors="replace").lstrip("\ufeff")
+    if text.lstrip().startswith("["):
+        try:
+            yield from json.loads(text)
+        except json.JSONDecodeError:
+            return
+        return
+    for line in text.splitlines():
+        if line.strip():
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def dropped_pairs(store: Store) -> tuple[list[dict], list[str], list[str]]:
+    """(records, files used, files skipped with why) from the accepted preference_v1 files the user dropped; a file
+    that changed or went away since it was checked is skipped, and so is every record failing the spec."""
+    with store.session() as s:
+        rows = list(s.scalars(select(DatasetFile).where(DatasetFile.spec == SPEC_ID, DatasetFile.accepted == 1)
+                              .order_by(DatasetFile.id)))
+    spec = SPECS[SPEC_ID]
+    records: dict[str, dict] = {}
+    used: list[str] = []
+    skipped: list[str] = []
+    seen: set[str] = set()
+    for row in rows:
+        if row.sha256 in seen:
+            continue
+        seen.add(row.sha256)
+        path = Path(row.path).expanduser()
+        if not path.is_file():
+            skipped.append(f"{row.path}: the file is gone")
+            continue
+        if sha256_file(path) != row.sha256:
+            skipped.append(f"{row.path}: the file changed after it was added (add it again)")
+            continue
+        for rec in _read_records(path):
+            if record_problem(spec, rec) is None:
+                out = conversational(rec, row.sha256)
+                records.setdefault(out["id"], out)
+        used.append(row.path)
+    return list(records.values()), used, skipped
+
+
+# --- the build ------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    """What a pairs build will do, settled before the (slow) student is loaded."""
+
+    config: PairsConfig
+    source: BuiltDataset
+    source_manifest: M.Manifest
+    contexts: list[Context]
+    adapter_sha256: str = ""
+    dropped: list[dict] = field(default_factory=list)
+    dropped_files: list[str] = field(default_factory=list)
+    dropped_skipped: list[str] = field(default_factory=list)
+    skipped_heldout: int = 0
+
+
+def _source(registry: Registry, config: PairsConfig) -> BuiltDataset:
+    if config.source:
+        found = registry.get(config.source)
+        if found is None:
+            raise BuildError(f"there is no dataset named {config.source!r}", fix="choose a built SFT dataset")
+        if found.kind != "sft":
+            raise BuildError(f"{config.source} is a {found.kind} dataset, not an SFT dataset",
+                             why="teacher contexts come from an SFT dataset's train split",
+                             fix="choose an SFT dataset")
+        return found
+    earlier = registry.earlier(config.base_model)
+    if not earlier:
+        raise BuildError(f"no SFT dataset of {config.base_model} to take teacher contexts from",
+                         why="pairs put the student's answers next to the teacher's, from a built dataset",
+                         fix="build a dataset from your sessions first, or name one")
+    return earlier[-1]
+
+
+def check_adapter(adapter: str | None) -> str:
+    """The adapter folder's sha256 (over every file), or '' for none; a clear error when it is not an adapter."""
+    if not adapter:
+        return ""
+    folder = Path(adapter).expanduser()
+    if not (folder / "adapter_config.json").is_file():
+        raise BuildError(f"{adapter} is not a LoRA adapter or checkpoint folder",
+                         why="it has no adapter_config.json",
+                         fix="choose a run's adapter folder or one of its checkpoint folders")
+    return sha256_dir(folder)
+
+
+def plan(store: Store, config: PairsConfig) -> Plan:
+    """Resolve the source dataset (checked against its manifest), its teacher contexts and the dropped pairs."""
+    registry = Registry(store)
+    adapter_sha256 = check_adapter(config.adapter)
+    source = _source(registry, config)
+    folder = Path(source.path)
+    if problems := M.verify(folder):
+        raise BuildError(f"the source dataset {source.name} does not match its manifest",
+                         why="; ".join(problems[:5]), fix="rebuild it, or choose another")
+    heldout = registry.heldout(config.base_model)
+    all_train = list(train_records(folder))
+    usable = [r for r in all_train if r.get("session_id") not in heldout]
+    p = Plan(config, source, M.read(folder), teacher_contexts(usable, config.max_contexts, config.seed),
+             adapter_sha256, skipped_heldout=len(all_train) - len(usable))
+    if config.include_dropped:
+        p.dropped, p.dropped_files, p.dropped_skipped = dropped_pairs(store)
+    if not p.contexts and not p.dropped:
+        raise BuildError(f"the source dataset {source.name} has no teacher context in its train split",
+                         fix="build a dataset with a train split, or choose another")
+    return p
+
+
+def _quiet(*_: Any) -> None:
+    return None
+
+
+def build(p: Plan, student: Student, out: Path, progress: Progress = _quiet, log: Log = _quiet) -> M.Manifest:
+    """Ask the student at every context, keep the disagreements as pairs, add the dropped pairs, write train.jsonl,
+    report.json and the manifest into `out`. Raises BuildError when there is no pair at all."""
+    counts: Counter = Counter(contexts=len(p.contexts))
+    outcomes: list[dict] = []
+    pairs: dict[str, dict] = {}
+    scrubber = Scrubber()
+    for i, ctx in enumerate(p.contexts):
+        raw, finished = student.generate(ctx.messages)
+        before = scrubber.report.total
+        answer = parse_student(scrubber.text(raw))
+        counts["student output scrubbed"] += int(scrubber.report.total > before)
+        counts["truncated"] += int(not finished)
+        outcome = {"key": ctx.key, "session_id": ctx.session_id, "example_id": ctx.example_id, "turn": ctx.turn}
+        if agrees(ctx.teacher, answer):
+            counts["agreed"] += 1
+            outcome["result"] = "agreed"
+        else:
+            rec = pair_record(ctx.messages, ctx.teacher, answer, session_id=ctx.session_id,
+                              example_id=ctx.example_id, turn=ctx.turn)
+            outcome.update(_keep(rec, pairs, counts, scrubber))
+        outcomes.append(outcome)
+        progress("generate", i + 1, len(p.contexts))
+    counts["student pairs"] = len(pairs)
+    for rec in p.dropped:
+        if rec["id"] not in pairs:
+            _keep(rec, pairs, counts, scrubber)
+    counts["dropped pairs"] = len(pairs) - counts["student pairs"]
+    counts["pairs"] = len(pairs)
+    log(f"{counts['contexts']} contexts: the student agreed on {counts['agreed']}, {counts['student pairs']} pairs; "
+        f"{counts['dropped pairs']} pairs from {len(p.dropped_files)} dropped file(s)")
+    if not pairs:
+        raise BuildError("no preference pairs", why=f"the student agreed with the teacher on {counts['agreed']} of "
+                                                    f"{counts['contexts']} contexts, {counts['excluded']} excluded",
+                         fix="use an earlier checkpoint, more contexts, or drop a preference file")
+    return _write(p, student, out, list(pairs.values()), counts, outcomes, progress)
+
+
+def _keep(rec: dict, pairs: dict[str, dict], counts: Counter, scrubber: Scrubber) -> dict:
+    problem = checks.spec_problem(rec, SPEC_ID)
+    problems = [problem] if problem else []
+    if not problems and (secret := checks.secrets([*rec["prompt"], *rec["chosen"], *rec["rejected"]], scrubber)):
+        problems.append(secret)
+    if problems:
+        counts["excluded"] += 1
+        for pr in problems:
+            counts[f"excluded: {pr.check}"] += 1
+        return {"result": "excluded", "problems": [pr.as_dict() for pr in problems]}
+    pairs.setdefault(rec["id"], rec)
+    return {"result": "pair", "pair_id": rec["id"]}
+
+
+def _write(p: Plan, student: Student, out: Path, records: list[dict], counts: Counter, outcomes: list[dict],
+           progress: Progress) -> M.Manifest:
+    out.mkdir(parents=True, exist_ok=True)
+    records.sort(key=lambda r: (r["source"] != "student", r["session_id"], r.get("turn", 0), r["id"]))
+    M.write_jsonl(out / M.SPLIT_FILES["train"], records)
+    progress("write", 1, 2)
+    size = M.SplitSize(examples=len(records), sessions=len({r["session_id"] for r in records if r["session_id"]}))
+    for r in records:
+        prompt = student.count(r["prompt"])
+        full = student.count(r["prompt"] + r["chosen"]) + student.count(r["prompt"] + r["rejected"])
+        size.tokens += full
+        size.trained_tokens += max(0, full - 2 * prompt)
+    config = p.config.model_dump() | {"source": p.source.name}
+    report = {"source": {"name": p.source.name, "fingerprint": p.source.fingerprint}, "contexts": counts["contexts"],
+              "agreed": counts["agreed"], "pairs": counts["pairs"], "student_pairs": counts["student pairs"],
+              "dropped_pairs": counts["dropped pairs"], "dropped_files_included": len(p.dropped_files),
+              "dropped_files": p.dropped_files, "dropped_files_skipped": p.dropped_skipped,
+              "excluded": counts["excluded"], "truncated": counts["truncated"],
+              "heldout_examples_skipped": p.skipped_heldout, "counts": dict(counts), "outcomes": outcomes}
+    (out / M.REPORT).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+    per = Counter(r["session_id"] for r in records if r["source"] == "student")
+    sha = {u.id: u.content_sha256 for u in p.source_manifest.sessions}
+    sessions = sorted({c.session_id for c in p.contexts})
+    man = M.Manifest(
+        name=p.config.name or default_name("pairs"), kind="preference", spec_id=SPEC_ID,
+        base_model=p.config.base_model, base_model_label=student.label, template_sha256=student.template_sha256,
+        convention="hermes-text", mode="pairs", config=config,
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        fingerprint=M.fingerprint({"train": [r["id"] for r in records]}, student.template_sha256),
+        splits={"train": size},
+        sessions=[M.SessionUse(id=sid, split="train", examples=per.get(sid, 0), content_sha256=sha.get(sid, ""))
+                  for sid in sessions],
+        counts=dict(counts),
+        student={"base_model": p.config.base_model, "label": student.label, "adapter": p.config.adapter,
+                 "adapter_sha256": p.adapter_sha256, "decoding": "greedy",
+                 "max_new_tokens": p.config.max_new_tokens})
+    M.write(out, man)
+    progress("write", 2, 2)
+    return man
