@@ -188,8 +188,10 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path, prog
     replayed_from = _replay(store, config, b, renderer, heldout) if mode == "incremental" else []
     _overlap(b)
     if not b.examples:
-        raise BuildError("no examples to build", why=_why_empty(b),
-                         fix="capture more sessions, or loosen the filters (fewer tool calls or steps required)")
+        fix = ("every session is already in an earlier dataset: capture more work, or rebuild everything with "
+               "mode full" if mode == "incremental" and b.filters["already in an earlier dataset"] else
+               "capture more sessions, or loosen the filters (fewer tool calls or steps required)")
+        raise BuildError("no examples to build", why=_why_empty(b), fix=fix)
     return _write(out, config, mode, renderer, b, heldout, replayed_from, progress)
 
 

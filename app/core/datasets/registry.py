@@ -26,7 +26,7 @@ class RegistrationError(Exception):
         self.message, self.why, self.fix = message, why, fix
 
     def __str__(self) -> str:
-        return " ".join(x for x in (self.message + ".", self.why, self.fix) if x)
+        return " ".join(x.rstrip(".") + "." for x in (self.message, self.why, self.fix) if x)
 
 
 @dataclass

@@ -100,9 +100,14 @@ class WorkerRun:
     def _failure(self, code: int) -> str:
         if self.error is not None:
             e = self.error
-            return " ".join(x for x in (e.message + ".", e.why, e.fix) if x)
+            return " ".join(_sentence(x) for x in (e.message, e.why, e.fix) if x)
         tail = self.err_path.read_text(encoding="utf-8", errors="replace")[-1500:] if self.err_path.exists() else ""
         return f"the dataset worker ended (exit {code}) without a result. {tail.strip()}".strip()
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def start_build(store: Store, config) -> WorkerRun:
