@@ -95,3 +95,31 @@ def test_planted_leakage_and_secret_are_caught_and_reported(store, agent_dir, bu
     assert ds.excluded == 2
     for path in Path(ds.path).iterdir():
         assert secret not in path.read_text()  # neither in the examples, the preview nor the report
+
+
+def test_subagent_sessions_are_examples_of_their_own_in_their_parents_split(store, agent_dir, build):
+    from tests.core.capture.helpers import assistant, call, result, text, user, write
+
+    sid = "99999999-0000-4000-8000-000000000000"
+    side = dict(isSidechain=True, sessionId=sid)
+    write(agent_dir / f"{sid}.jsonl",
+          user("u1", None, "find the bug in x.py", sessionId=sid),
+          assistant("a1", "u1", [call("toolu_task", "Task", prompt="Find the bug in x.py")], sessionId=sid),
+          user("s1", None, "Find the bug in x.py", **side),
+          assistant("s2", "s1", [call("g1", "Grep", pattern="def ")], **side),
+          user("s3", "s2", [result("g1", "x.py:3: def f(): return 1/0")], **side),
+          assistant("s4", "s3", [text("The bug is the division by zero on line 3 of x.py.")], **side),
+          user("u2", "a1", [result("toolu_task", [text("Line 3 divides by zero.")])], sessionId=sid),
+          assistant("a2", "u2", [text("Found it: line 3 divides by zero.")], sessionId=sid))
+    ingest(store, agent_dir)
+    loose = {"min_steps": 1}
+    outcome, ds = build(name="subs", mode="full", filters=loose, val_share=0.3, test_share=0.3, max_length=1024)
+    assert outcome.ok, outcome.message
+    rows = {s.session_id: s.split for s in Registry(store).sessions_of(ds.id)}
+    assert len(rows) == 2 and len(set(rows.values())) == 1  # parent and sub-agent: two sessions, one split
+    sub_examples = [r for split in ("train", "val", "test") for r in records(Path(ds.path), split)
+                    if r["messages"][1]["content"] == "Find the bug in x.py"]
+    assert sub_examples and any("division by zero" in m["content"] for m in sub_examples[0]["messages"])
+
+    outcome, ds = build(name="nosubs", mode="full", filters={**loose, "include_subagents": False}, max_length=1024)
+    assert outcome.ok and json.loads((Path(ds.path) / "report.json").read_text())["filters"]["sub-agent sessions"] == 1
