@@ -49,7 +49,22 @@ def cmd_gui(_args: argparse.Namespace) -> int:
     return run_gui()
 
 
+def _built_dataset(args: argparse.Namespace) -> None:
+    """`train NAME` with a built dataset's name: its train split, on the base model it was rendered for."""
+    if Path(args.file).exists():
+        return
+    from app.core.datasets.registry import Registry
+    from app.core.store import Store
+
+    ds = Registry(Store()).get(args.file)
+    if ds is not None and ds.kind == "sft":
+        args.file = str(Path(ds.path) / "train.jsonl")
+        if args.model == DEFAULT_MODEL:
+            args.model = ds.base_model
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    _built_dataset(args)
     manager = _manager()
     try:
         job = manager.submit(args.file, model=args.model, hyper=Hyper(max_steps=args.max_steps))
@@ -136,8 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-steps", type=int, default=20, help="steps for the headless sample run")
     parser.set_defaults(func=cmd_default)
     sub = parser.add_subparsers(title="commands")
-    train = sub.add_parser("train", help="train a LoRA adapter on a chat JSONL file")
-    train.add_argument("file")
+    train = sub.add_parser("train", help="train a LoRA adapter on a chat JSONL file or a built dataset")
+    train.add_argument("file", help="a chat JSONL file, or the name of a built dataset (its train split)")
     train.add_argument("--model", default=DEFAULT_MODEL, help="'default' (embedded SmolLM2), a folder, or a hub id")
     train.add_argument("--max-steps", type=int, default=Hyper().max_steps)
     train.add_argument("--detach", action="store_true", help="start the job and return")

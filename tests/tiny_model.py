@@ -40,7 +40,7 @@ def build(out: Path) -> Path:
                                    pad_token="<|im_end|>", unk_token="<|endoftext|>")
     fast.chat_template = CHATML
     config = LlamaConfig(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                          bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id,
                          pad_token_id=fast.pad_token_id, tie_word_embeddings=True)
     model = LlamaForCausalLM(config)

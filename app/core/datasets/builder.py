@@ -190,6 +190,7 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path, prog
     if not b.examples:
         fix = ("every session is already in an earlier dataset: capture more work, or rebuild everything with "
                "mode full" if mode == "incremental" and b.filters["already in an earlier dataset"] else
+               "raise the max length: the turns do not fit in it" if b.filters["over max length (turn blocks)"] else
                "capture more sessions, or loosen the filters (fewer tool calls or steps required)")
         raise BuildError("no examples to build", why=_why_empty(b), fix=fix)
     return _write(out, config, mode, renderer, b, heldout, replayed_from, progress)
