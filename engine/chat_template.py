@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import re
 
+from app.core.datasets.agreement import as_text
+
 CHATML_START = "<|im_start|>"
 _DEFAULT_SYSTEM = re.compile(r"loop\.first and messages\[0\]\['role'\] != 'system'.*?<\|im_start\|>system\\n(.*?)<\|im_end\|>",
                              re.S)
@@ -45,19 +47,9 @@ def training_template(template: str | None) -> str | None:
 
 
 def tool_calls_as_text(message: dict) -> dict:
-    """Render an OpenAI-style assistant message's tool_calls into its content (Hermes convention)."""
-    calls = message.get("tool_calls") or []
-    parts = [message.get("content") or ""]
-    for call in calls:
-        fn = call.get("function", call)
-        args = fn.get("arguments", {})
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
-                pass
-        parts.append("<tool_call>" + json.dumps({"name": fn.get("name"), "arguments": args}) + "</tool_call>")
-    return {"role": message["role"], "content": "\n".join(p for p in parts if p)}
+    """Render an OpenAI-style assistant message's tool_calls into its content (Hermes convention, one implementation
+    in app.core.datasets.agreement shared by dataset building, pairs, evaluation and export)."""
+    return as_text(message)
 
 
 def normalise(messages: list[dict]) -> list[dict]:

@@ -3,20 +3,20 @@ action (chosen = the teacher's recorded action, rejected = the student's) plus t
 files. A context where the student already agrees with the teacher is not a pair. Pure Python: generation is the
 engine's (`engine.pairs`), behind the `Student` protocol (a llama.cpp student can stand in later).
 
-Record (preference_v1, conversational): {"id", "source": "student" | "dropped", "session_id", "example_id", "turn",
-"prompt": [{role, content}…], "chosen": [{role: assistant, content}], "rejected": [{role: assistant, content}]}, every
-message plain text with tool calls in the Hermes convention (`<tool_call>{"name", "arguments"}</tool_call>`), so any
-trainer and any template can use it.
+Record (preference_v1, conversational), the same fields in every record: {"id", "source": "student" | "dropped",
+"session_id", "example_id" (the source SFT example), "turn" (the teacher message's index in it; null for dropped),
+"truncated" (the student's answer hit max_new_tokens), "file_sha256" (dropped: the file it came from),
+"prompt": [{role, content}…], "chosen": [{role: assistant, content}], "rejected": [{role: assistant, content}]};
+every message is plain text with tool calls in the Hermes convention (`<tool_call>{"name", "arguments"}</tool_call>`),
+so any trainer and any template can use it.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol
 
@@ -26,16 +26,15 @@ from sqlalchemy import select
 from app.core.capture.dataset_specs import SPECS, record_problem
 from app.core.capture.scrub import Scrubber
 from app.core.datasets import checks, manifest as M
+from app.core.datasets.agreement import agrees, as_text, parse_student
 from app.core.datasets.builder import BuildError
 from app.core.datasets.registry import Registry, default_name
+from app.core.datasets.windows import header_length
 from app.core.fingerprint import sha256_dir, sha256_file
 from app.core.schema import BuiltDataset, DatasetFile
 from app.core.store import Store
 
 SPEC_ID = "preference_v1"
-AGREE_RATIO = 0.9  # text answers this similar (difflib ratio, whitespace normalised) count as the same answer
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
-_THINK = re.compile(r"<think>.*?</think>", re.S)
 Progress = Callable[[str, int, int], None]  # (phase, step, total)
 Log = Callable[[str], None]
 
@@ -83,122 +82,21 @@ class Context(NamedTuple):
         return M.example_id([*self.messages, self.teacher])
 
 
-# --- messages in the Hermes text convention ---------------------------------------------------------------------
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, list):  # text content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return content or ""
-
-
-def as_text(message: dict) -> dict:
-    """{role, content} with tool calls written into the content (the same text as engine.chat_template's
-    tool_calls_as_text, which the renderer uses for templates without tool support)."""
-    parts = [_text_of(message.get("content"))]
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function", call)
-        args = fn.get("arguments", {})
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
-                pass
-        parts.append("<tool_call>" + json.dumps({"name": fn.get("name"), "arguments": args}) + "</tool_call>")
-    return {"role": message["role"], "content": "\n".join(p for p in parts if p)}
-
-
-def _arguments(value: Any) -> dict:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            return {"input": value}
-    if isinstance(value, dict):
-        return value
-    return {} if value is None else {"input": value}
-
-
-def _call(body: str) -> dict | None:
-    """A Hermes tool call body -> {name, arguments}; None when it is not one (it then stays text)."""
-    try:
-        obj = json.loads(body)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"].strip():
-        return None
-    return {"name": obj["name"], "arguments": _arguments(obj.get("arguments", obj.get("parameters")))}
-
-
-def parse_student(text: str) -> dict:
-    """The student's raw answer -> an assistant message {role, content, tool_calls?}: each well-formed
-    `<tool_call>{"name": …, "arguments": {…}}</tool_call>` becomes a tool call; anything malformed stays text."""
-    calls, kept, pos = [], [], 0
-    for match in _TOOL_CALL.finditer(text):
-        fn = _call(match.group(1).strip())
-        if fn is None:
-            continue
-        kept.append(text[pos:match.start()])
-        pos = match.end()
-        calls.append({"id": f"call_{len(calls)}", "type": "function", "function": fn})
-    kept.append(text[pos:])
-    msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(p.strip() for p in kept if p.strip())}
-    if calls:
-        msg["tool_calls"] = calls
-    return msg
-
-
-# --- agreement ----------------------------------------------------------------------------------------------------
-
-def _norm_value(value: Any) -> Any:
-    """JSON values compared by meaning: key order, 1 vs 1.0, surrounding whitespace of strings do not matter."""
-    if isinstance(value, dict):
-        return tuple(sorted((str(k), _norm_value(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return tuple(_norm_value(v) for v in value)
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, (int, float)):
-        return float(value)
-    return value
-
-
-def _calls(message: dict) -> list[tuple[str, Any]]:
-    out = []
-    for call in message.get("tool_calls") or []:
-        fn = call.get("function", call)
-        out.append(((fn.get("name") or "").strip(), _norm_value(_arguments(fn.get("arguments")))))
-    return out
-
-
-def _answer(message: dict) -> str:
-    """The visible answer, whitespace normalised; thinking aside unless there is nothing else."""
-    text = _text_of(message.get("content"))
-    visible = " ".join(_THINK.sub(" ", text).split())
-    return visible or " ".join(text.split())
-
-
-def agrees(teacher: dict, student: dict) -> bool:
-    """The same action: the same tool calls (names and arguments) in the same order; or, when neither calls a tool,
-    the same text (whitespace normalised, thinking aside) or a difflib ratio of at least AGREE_RATIO."""
-    mine, theirs = _calls(teacher), _calls(student)
-    if mine or theirs:
-        return mine == theirs
-    a, b = _answer(teacher), _answer(student)
-    if a == b:
-        return True
-    if not a or not b:
-        return False
-    sm = SequenceMatcher(None, a, b, autojunk=False)
-    return sm.real_quick_ratio() >= AGREE_RATIO and sm.quick_ratio() >= AGREE_RATIO and sm.ratio() >= AGREE_RATIO
-
-
 # --- teacher contexts ---------------------------------------------------------------------------------------------
+
+def _covers(longer: Context, shorter: Context) -> bool:
+    """The same action seen twice because windows overlap: the shorter context is the header of the longer one's
+    window plus a tail the longer context ends with."""
+    head = header_length(shorter.messages)
+    tail = shorter.messages[head:]
+    return (len(longer.messages) > len(shorter.messages) and longer.messages[:head] == shorter.messages[:head]
+            and longer.messages[len(longer.messages) - len(tail):] == tail)
+
 
 def teacher_contexts(records: Iterable[dict], max_contexts: int, seed: int = 0) -> list[Context]:
     """Every assistant message of the TRAIN records with what came before it (a record with another `split` is
-    skipped), once each; capped at max_contexts by a stable hash of the content, ordered by session and turn."""
+    skipped), once each: an action repeated by overlapping windows keeps its longest context. Capped at max_contexts
+    by a stable hash of the content (not of example ids, which change with the template); ordered by session, turn."""
     found: dict[str, Context] = {}
     for rec in records:
         if rec.get("split", "train") != "train":
@@ -208,17 +106,22 @@ def teacher_contexts(records: Iterable[dict], max_contexts: int, seed: int = 0) 
             if m.get("role") == "assistant" and any(x.get("role") == "user" for x in msgs[:i]):
                 ctx = Context(msgs[:i], m, rec.get("id", ""), rec.get("session_id", ""))
                 found.setdefault(ctx.key, ctx)
-    keys = sorted(found, key=lambda k: hashlib.sha256(f"{seed}:{k}".encode()).hexdigest())[:max_contexts]
-    return sorted((found[k] for k in keys), key=lambda c: (c.session_id, c.turn, c.key))
+    same: dict[tuple[str, str], list[Context]] = {}
+    for ctx in sorted(found.values(), key=lambda c: (-c.turn, c.key)):
+        same.setdefault((ctx.session_id, M.example_id([ctx.teacher])), []).append(ctx)
+    kept = [c for group in same.values() for i, c in enumerate(group) if not any(_covers(b, c) for b in group[:i])]
+    kept.sort(key=lambda c: hashlib.sha256(f"{seed}:{c.key}".encode()).hexdigest())
+    return sorted(kept[:max_contexts], key=lambda c: (c.session_id, c.turn, c.key))
 
 
 def train_records(folder: Path, heldout: frozenset[str] = frozenset()) -> Iterator[dict]:
-    """A built SFT dataset's train examples only, from sessions its manifest puts in train (never val or test, never
-    the frozen held-out set)."""
-    man = M.read(folder)
-    train = {u.id for u in man.sessions if u.split == "train"} - heldout
+    """A built SFT dataset's train examples only: from sessions its manifest puts in train, or replayed from an
+    earlier dataset's train split; never val or test, never the frozen held-out set."""
+    splits = {u.id: u.split for u in M.read(folder).sessions}
     for rec in M.iter_examples(folder, "train"):
-        if rec.get("session_id") in train:
+        sid = rec.get("session_id")
+        split = splits.get(sid, "train" if rec.get("source") == "replay" else None)
+        if split == "train" and sid not in heldout:
             yield rec
 
 
@@ -228,16 +131,19 @@ def pair_id(prompt: list[dict], chosen: list[dict], rejected: list[dict]) -> str
     return M.example_id([*prompt, {"role": "chosen"}, *chosen, {"role": "rejected"}, *rejected])
 
 
-def pair_record(prompt: list[dict], chosen: dict, rejected: dict, *, source: str = "student",
-                session_id: str = "", example_id: str = "", turn: int | None = None) -> dict:
-    """A preference_v1 record in conversational form: prompt messages, [chosen], [rejected], all as Hermes text."""
-    p, c, r = [as_text(m) for m in prompt], [as_text(chosen)], [as_text(rejected)]
-    rec: dict[str, Any] = {"id": pair_id(p, c, r), "source": source, "session_id": session_id,
-                           "example_id": example_id}
-    if turn is not None:
-        rec["turn"] = turn
-    rec.update(prompt=p, chosen=c, rejected=r)
-    return rec
+def _record(p: list[dict], c: list[dict], r: list[dict], **fields: Any) -> dict:
+    """Every record has the same fields (one table for any trainer's loader), the messages last."""
+    base = {"id": pair_id(p, c, r), "source": "student", "session_id": "", "example_id": "", "turn": None,
+            "truncated": False, "file_sha256": ""}
+    return {**base, **fields, "prompt": p, "chosen": c, "rejected": r}
+
+
+def pair_record(prompt: list[dict], chosen: dict, rejected: dict, *, session_id: str = "", example_id: str = "",
+                turn: int | None = None, truncated: bool = False) -> dict:
+    """A preference_v1 record in conversational form: prompt messages, [chosen], [rejected], all as Hermes text.
+    `truncated`: the student's answer was cut at max_new_tokens."""
+    return _record([as_text(m) for m in prompt], [as_text(chosen)], [as_text(rejected)], session_id=session_id,
+                   example_id=example_id, turn=turn, truncated=truncated)
 
 
 def _side(value: Any, role: str) -> list[dict]:
@@ -249,8 +155,7 @@ def conversational(rec: dict, file_sha256: str) -> dict:
     prompt, chosen, rejected = _side(rec["prompt"], "user"), _side(rec["chosen"], "assistant"), \
         _side(rec["rejected"], "assistant")
     p, c, r = [as_text(m) for m in prompt], [as_text(m) for m in chosen], [as_text(m) for m in rejected]
-    return {"id": pair_id(p, c, r), "source": "dropped",
-            "session_id": "", "example_id": "", "file_sha256": file_sha256, "prompt": p, "chosen": c, "rejected": r}
+    return _record(p, c, r, source="dropped", file_sha256=file_sha256)
 
 
 def _read_records(path: Path) -> Iterator[Any]:
@@ -355,7 +260,7 @@ def plan(store: Store, config: PairsConfig) -> Plan:
     if problems := M.verify(folder):
         raise BuildError(f"the source dataset {source.name} does not match its manifest",
                          why="; ".join(problems[:5]), fix="rebuild it, or choose another")
-    heldout = registry.heldout(config.base_model)
+    heldout = registry.heldout(config.base_model) | registry.heldout(source.base_model)
     all_train = list(train_records(folder))
     usable = [r for r in all_train if r.get("session_id") not in heldout]
     p = Plan(config, source, M.read(folder), teacher_contexts(usable, config.max_contexts, config.seed),
@@ -391,7 +296,7 @@ def build(p: Plan, student: Student, out: Path, progress: Progress = _quiet, log
             outcome["result"] = "agreed"
         else:
             rec = pair_record(ctx.messages, ctx.teacher, answer, session_id=ctx.session_id,
-                              example_id=ctx.example_id, turn=ctx.turn)
+                              example_id=ctx.example_id, turn=ctx.turn, truncated=not finished)
             outcome.update(_keep(rec, pairs, counts, scrubber))
         outcomes.append(outcome)
         progress("generate", i + 1, len(p.contexts))
@@ -427,7 +332,7 @@ def _keep(rec: dict, pairs: dict[str, dict], counts: Counter, scrubber: Scrubber
 def _write(p: Plan, student: Student, out: Path, records: list[dict], counts: Counter, outcomes: list[dict],
            progress: Progress) -> M.Manifest:
     out.mkdir(parents=True, exist_ok=True)
-    records.sort(key=lambda r: (r["source"] != "student", r["session_id"], r.get("turn", 0), r["id"]))
+    records.sort(key=lambda r: (r["source"] != "student", r["session_id"], r["turn"] or 0, r["id"]))
     M.write_jsonl(out / M.SPLIT_FILES["train"], records)
     progress("write", 1, 2)
     size = M.SplitSize(examples=len(records), sessions=len({r["session_id"] for r in records if r["session_id"]}))
