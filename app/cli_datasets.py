@@ -72,6 +72,30 @@ def cmd_build(args) -> int:
     return 0
 
 
+def cmd_pairs(args) -> int:
+    from app.core.datasets.pairs import PairsConfig
+    from app.core.datasets.runner import start_pairs
+
+    store = _store()
+    config = PairsConfig(name=args.name, base_model=args.model, adapter=args.adapter, source=args.source,
+                         max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens,
+                         include_dropped=not args.no_dropped)
+    run = start_pairs(store, config)
+    try:
+        _follow(run)
+    except KeyboardInterrupt:
+        run.cancel()
+        print("cancelled: nothing was registered")
+        return 130
+    outcome = run.finish()
+    if not outcome.ok:
+        print(f"error: {outcome.message}", file=sys.stderr)
+        return 1
+    print(f"{outcome.name}: {outcome.examples} preference pairs ({outcome.message}); "
+          f"`nightschool dataset show {outcome.name}`")
+    return 0
+
+
 def _summary(ds) -> None:
     from app.core.datasets import manifest as M
 
@@ -120,6 +144,11 @@ def cmd_show(args) -> int:
     ds = _dataset(args.name)
     _summary(ds)
     report = json.loads((Path(ds.path) / "report.json").read_text(encoding="utf-8"))
+    if ds.kind == "preference":
+        print(f"  from {report['source']['name']}: {report['contexts']} contexts, {report['agreed']} where the "
+              f"student already agreed (not pairs), {report['student_pairs']} student pairs, "
+              f"{report['dropped_pairs']} from your files, {report['excluded']} excluded")
+        return 0
     _print_problems([{"example": f"{e['session_id']}#{e['window']}", **p} for e in report.get("excluded", [])
                      for p in e["problems"]], "excluded by checks")
     if args.example is not None:
@@ -208,6 +237,15 @@ def register(sub) -> None:
     b.add_argument("--val", type=float, default=0.1)
     b.add_argument("--test", type=float, default=0.1)
     b.set_defaults(func=cmd_build)
+    p = dsub.add_parser("pairs", help="preference pairs: a student's next actions vs the teacher's")
+    p.add_argument("--name")
+    p.add_argument("--model", default="default", help="the student's base model")
+    p.add_argument("--adapter", help="a LoRA adapter or checkpoint folder on top of it (default: the base model)")
+    p.add_argument("--source", help="the SFT dataset whose train split gives the contexts (default: the latest)")
+    p.add_argument("--max-contexts", type=int, default=200)
+    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--no-dropped", action="store_true", help="leave out your dropped preference files")
+    p.set_defaults(func=cmd_pairs)
     dsub.add_parser("list", help="built datasets").set_defaults(func=cmd_list)
     s = dsub.add_parser("show", help="manifest, filters, exclusions; --example ID|N previews one")
     s.add_argument("name")
