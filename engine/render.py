@@ -8,6 +8,8 @@ from bisect import bisect_right
 
 from engine import chat_template
 
+MEMO = 8  # encodings remembered (a window is counted, then rendered)
+
 
 def supports_tools(template: str | None) -> bool:
     return bool(template) and "tools" in template and "tool_calls" in template
@@ -38,6 +40,7 @@ class Renderer:
         self.template_sha256 = hashlib.sha256(self.template.encode()).hexdigest()
         self.native = supports_tools(self.template)
         self.convention = "native-tools" if self.native else "hermes-text"
+        self._memo: dict[str, object] = {}
         marked = chat_template.training_template(self.template)
         self.marked = marked if marked and not self.native else None
 
@@ -51,8 +54,19 @@ class Renderer:
         return self.tok.apply_chat_template(msgs, tools=tools, tokenize=False,
                                             add_generation_prompt=add_generation_prompt)
 
+    def encode(self, text: str):
+        """Tokens and offsets of a rendered text, remembered for the last few texts (windows count a window, then
+        render it: one encoding serves both)."""
+        enc = self._memo.get(text)
+        if enc is None:
+            enc = self.tok(text, add_special_tokens=False, return_offsets_mapping=True)
+            self._memo[text] = enc
+            while len(self._memo) > MEMO:
+                self._memo.pop(next(iter(self._memo)))
+        return enc
+
     def count(self, messages: list[dict]) -> int:
-        return len(self.tok(self.text(messages), add_special_tokens=False)["input_ids"])
+        return len(self.encode(self.text(messages))["input_ids"])
 
     def assistant_spans(self, messages: list[dict]) -> tuple[list[tuple[int, int]], list[str]]:
         """Character spans of assistant turns by prefix difference: [len(prompt + header), end of the turn]."""
@@ -71,15 +85,15 @@ class Renderer:
 
     def render(self, messages: list[dict]) -> dict:
         text = self.text(messages)
-        enc = self.tok(text, add_special_tokens=False, return_offsets_mapping=True)
-        ids, offsets = enc["input_ids"], enc["offset_mapping"]
+        enc = self.encode(text)
+        ids, offsets = list(enc["input_ids"]), enc["offset_mapping"]
         spans, problems = self.assistant_spans(messages)
         starts = [s for s, _ in spans]
         mask = []
         for start, _end in offsets:
             k = bisect_right(starts, start) - 1
             mask.append(1 if k >= 0 and start < spans[k][1] else 0)
-        return {"text": text, "input_ids": list(ids), "assistant_masks": mask, "offsets": [list(o) for o in offsets],
+        return {"text": text, "input_ids": ids, "assistant_masks": mask, "offsets": offsets,
                 "segments": _segments(text, offsets, mask), "problems": problems}
 
     def deep(self, messages: list[dict], rendered: dict) -> list[str]:
@@ -87,11 +101,11 @@ class Renderer:
         prefix spans equals the template's own {% generation %} mask, and every assistant turn is trained."""
         problems = list(rendered.get("problems", []))
         ids, mask = rendered["input_ids"], rendered["assistant_masks"]
-        if self.tok.decode(ids, skip_special_tokens=False) != rendered["text"]:
+        decoded = self.tok.decode(ids, skip_special_tokens=False)
+        if decoded != rendered["text"]:  # (when it is equal, re-tokenising it gives `ids` by construction)
             problems.append("decoding the tokens does not give back the rendered text")
-        again = self.tok(self.tok.decode(ids, skip_special_tokens=False), add_special_tokens=False)["input_ids"]
-        if list(again) != ids:
-            problems.append("re-tokenising the rendered text gives different tokens")
+            if list(self.tok(decoded, add_special_tokens=False)["input_ids"]) != ids:
+                problems.append("re-tokenising the decoded text gives different tokens")
         if self.marked:
             msgs, _ = self.prepare(messages)
             out = self.tok.apply_chat_template(msgs, chat_template=self.marked, tokenize=True, return_dict=True,

@@ -118,11 +118,19 @@ def _examples(conv: Conversation, split: str, config: BuildConfig, renderer: Ren
         if problems:
             b.exclude(conv.session_id, w, problems)
             continue
+        _slim(rendered)
         if len(rendered["input_ids"]) < config.filters.min_tokens:
             b.filters[f"shorter than {config.filters.min_tokens} tokens (examples)"] += 1
             continue
         b.examples.append(Example(M.example_id(msgs, renderer.template_sha256), conv.session_id, split, w, msgs,
                                   rendered))
+
+
+def _slim(rendered: dict) -> dict:
+    """Once checked, keep only what is written (memory: 10 000 sessions hold every example until the write)."""
+    for key in ("text", "offsets", "problems"):
+        rendered.pop(key, None)
+    return rendered
 
 
 def _replay(store: Store, config: BuildConfig, b: Build, renderer: Renderer, heldout: frozenset[str]) -> list[str]:
@@ -144,7 +152,7 @@ def _replay(store: Store, config: BuildConfig, b: Build, renderer: Renderer, hel
         rec = pool[example_id]
         msgs = rec["messages"]
         b.examples.append(Example(M.example_id(msgs, renderer.template_sha256), rec["session_id"], "train",
-                                  rec.get("window", 0), msgs, renderer.render(msgs), source="replay"))
+                                  rec.get("window", 0), msgs, _slim(renderer.render(msgs)), source="replay"))
     b.counts["replayed"] = min(want, len(rank))
     return [ds.name for ds in earlier]
 
