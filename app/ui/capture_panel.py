@@ -110,11 +110,13 @@ class CapturePanel(QWidget):
     # --- layout ------------------------------------------------------------------------------
     def _build(self) -> None:
         self.totals = QLabel()
+        self.totals.setWordWrap(True)  # the window stays narrow: a long totals line wraps instead of widening it
         self.totals.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.import_button = QPushButton("Import files…")
         self.import_button.clicked.connect(self.choose_files)
         hint = QLabel("or drop transcripts, folders or datasets anywhere on the window")
         hint.setStyleSheet("color:#9aa0aa;")
+        hint.setWordWrap(True)
         top = QHBoxLayout()
         top.addWidget(self.totals, 1)
         top.addWidget(self.import_button)

@@ -13,6 +13,7 @@ from app.core.capture.sources import CaptureConfig
 from app.core.jobs import JobManager
 from app.core.store import Store
 from app.ui.capture import CaptureController
+from app.ui.datasets import DatasetsController
 from app.ui.main_window import MainWindow
 from app.ui.theme import apply_dark
 from app.ui.training import TrainingController
@@ -26,7 +27,7 @@ def build_window(store: Store | None = None, capture_config: CaptureConfig | Non
     controller = TrainingController(JobManager(store))
     config, problem = load_capture_config(capture_config)
     capture = CaptureController(store, config, watch=watch and problem is None)
-    window = MainWindow(controller, capture)
+    window = MainWindow(controller, capture, DatasetsController(store))
     controller.attach_all()
     capture.start()
     if problem:
@@ -70,6 +71,8 @@ def dispose(app: QApplication, window: MainWindow) -> None:
     window.controller.detach()
     if window.capture_controller is not None:
         window.capture_controller.stop()
+    if window.datasets_controller is not None:
+        window.datasets_controller.stop()
     window.deleteLater()
     app.processEvents()
     del window

@@ -8,6 +8,8 @@ from PySide6.QtWidgets import QMainWindow, QTabWidget
 
 from app.ui.capture import CaptureController, is_chat_file, redirect_note
 from app.ui.capture_panel import CapturePanel
+from app.ui.datasets import DatasetsController
+from app.ui.datasets_panel import DatasetsPanel
 from app.ui.training import TrainingController
 from app.ui.training_panel import TrainingPanel
 
@@ -15,7 +17,8 @@ RESOURCES = Path(__file__).resolve().parents[2] / "resources"
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, controller: TrainingController, capture: CaptureController | None = None) -> None:
+    def __init__(self, controller: TrainingController, capture: CaptureController | None = None,
+                 datasets: DatasetsController | None = None) -> None:
         super().__init__()
         self.setWindowTitle("Nightschool")
         icon = RESOURCES / "nightschool.svg"
@@ -30,6 +33,11 @@ class MainWindow(QMainWindow):
         if capture is not None:
             self.tabs.addTab(self.capture, "Capture")
             capture.message.connect(self.show_status)
+        self.datasets_controller = datasets
+        self.datasets = DatasetsPanel(datasets) if datasets is not None else None
+        if datasets is not None:
+            self.tabs.addTab(self.datasets, "Datasets")
+            datasets.message.connect(self.show_status)
         self.setCentralWidget(self.tabs)
         self.setAcceptDrops(True)
         controller.message.connect(self.show_status)
@@ -64,4 +72,6 @@ class MainWindow(QMainWindow):
         self.controller.detach()
         if self.capture_controller is not None:
             self.capture_controller.stop()
+        if self.datasets_controller is not None:
+            self.datasets_controller.stop()  # a running build is cancelled: nothing half-built is registered
         super().closeEvent(event)

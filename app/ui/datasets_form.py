@@ -1,0 +1,180 @@
+"""Datasets build form: base model, mode, length, filters, replay → BuildConfig; Build, Cancel, progress."""
+from __future__ import annotations
+
+from PySide6.QtCore import QRegularExpression, Qt, Signal
+from PySide6.QtGui import QRegularExpressionValidator
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QGridLayout, QGroupBox, QHBoxLayout,
+                               QLabel, QLineEdit, QProgressBar, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+
+from app.core.datasets.config import BuildConfig, Filters
+from app.ui.capture_panel import DIM
+from app.ui.datasets import DatasetsController
+
+PHASES = {"load": "Loading sessions", "render": "Rendering examples", "write": "Writing files"}
+MODES = {"auto": "incremental when this base model already has a dataset, else full",
+         "full": "every eligible session", "incremental": "only sessions no earlier dataset of this base model used, "
+                                                          "plus a replayed share of earlier examples"}
+NAME_RULE = r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}"  # the name becomes a folder name
+
+
+def spin(low: int, high: int, value: int, suffix: str = "", tip: str = "") -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(low, high)
+    box.setValue(value)
+    box.setSuffix(suffix)
+    box.setToolTip(tip)
+    return box
+
+
+def check(text: str, on: bool, tip: str) -> QCheckBox:
+    box = QCheckBox(text)
+    box.setChecked(on)
+    box.setToolTip(tip)
+    return box
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    s = int(round(seconds))
+    return "< 1 s" if seconds < 1 else f"{s} s" if s < 60 else f"{s // 60} min {s % 60:02d} s"
+
+
+class BuildForm(QGroupBox):
+    """The settings of a build; Build asks the controller, whose signals drive the progress bar."""
+
+    problem = Signal(str)  # settings that do not make a valid BuildConfig
+
+    def __init__(self, controller: DatasetsController, parent=None) -> None:
+        super().__init__("Build a dataset from the captured sessions", parent)
+        self.controller = controller
+        grid = QGridLayout(self)
+        grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(3, 1)
+        self._fields()
+        pairs = [("Name", self.name_edit), ("Base model", self._model_row()), ("Mode", self.mode),
+                 ("Max length", self.max_length), ("Replay", self.replay), ("Near-duplicate ≥", self.near_dup),
+                 ("Min tool calls", self.min_tools), ("Min steps", self.min_steps)]
+        place(grid, pairs)
+        for i, box in enumerate((self.drop_abandoned, self.drop_errored, self.require_recovery, self.subagents)):
+            grid.addWidget(box, 5 + i // 2, (i % 2) * 2, 1, 2)
+        grid.addLayout(self._actions(), 7, 0, 1, 4)
+        grid.setRowStretch(8, 1)
+        controller.building.connect(self.set_building)
+        controller.progress.connect(self.on_progress)
+        controller.log.connect(self.phase.setText)
+
+    def _fields(self) -> None:
+        self.name_edit = QLineEdit()
+        self.name_edit.setPlaceholderText("automatic: sft-<date>-<time>")
+        self.name_edit.setValidator(QRegularExpressionValidator(QRegularExpression(NAME_RULE)))
+        self.mode = QComboBox()
+        for i, (mode, tip) in enumerate(MODES.items()):
+            self.mode.addItem(mode)
+            self.mode.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
+        self.max_length = spin(64, 131_072, 2048, " tokens", "longer conversations are cut into windows of whole turns")
+        self.replay = spin(0, 90, 30, " %", "incremental builds: share of the new train split replayed from earlier "
+                                            "datasets, so the model does not forget")
+        self.near_dup = QDoubleSpinBox()
+        self.near_dup.setRange(0.0, 1.0)
+        self.near_dup.setSingleStep(0.05)
+        self.near_dup.setValue(0.85)
+        self.near_dup.setSpecialValueText("off")
+        self.near_dup.setToolTip("sessions this similar (MinHash Jaccard) to a kept one are dropped; 0 = off")
+        self.min_tools = spin(0, 1000, 1, tip="sessions with fewer tool calls are dropped")
+        self.min_steps = spin(0, 1000, 2, tip="sessions with fewer assistant messages are dropped")
+        self.drop_abandoned = check("Drop abandoned", True, "drop sessions that ended on a request, a pending call "
+                                                           "or an unanswered result")
+        self.drop_errored = check("Drop errored", True, "drop sessions that ended on a failed tool call")
+        self.require_recovery = check("Require recovery", False, "keep only sessions where an error was followed by "
+                                                                 "a successful retry")
+        self.subagents = check("Include sub-agents", True, "sub-agent sessions become examples of their own")
+
+    def _model_row(self) -> QHBoxLayout:
+        self.model_edit = QLineEdit("default")
+        self.model_edit.setToolTip("'default' = the embedded SmolLM2-135M-Instruct, or a model folder: its tokenizer "
+                                   "and chat template render the examples")
+        browse = QPushButton("Folder…")
+        browse.clicked.connect(self._choose_model)
+        row = QHBoxLayout()
+        row.addWidget(self.model_edit, 1)
+        row.addWidget(browse)
+        return row
+
+    def _actions(self) -> QVBoxLayout:
+        self.sessions_label = QLabel()
+        self.sessions_label.setStyleSheet(f"color:{DIM};")
+        self.build_button = QPushButton("Build dataset")
+        self.build_button.setDefault(True)
+        self.build_button.clicked.connect(self.start_build)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.controller.cancel)
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setFormat("%v / %m")
+        self.phase = QLabel()
+        self.phase.setStyleSheet(f"color:{DIM};")
+        self.phase.setWordWrap(True)
+        for w in (self.cancel_button, self.progress_bar, self.phase):
+            w.hide()
+        row = QHBoxLayout()
+        row.addWidget(self.sessions_label, 1)
+        row.addWidget(self.cancel_button)
+        row.addWidget(self.build_button)
+        col = QVBoxLayout()
+        col.addLayout(row)
+        col.addWidget(self.progress_bar)
+        col.addWidget(self.phase)
+        return col
+
+    # --- settings → config -------------------------------------------------------------------------
+    def config(self) -> BuildConfig:
+        filters = Filters(drop_abandoned=self.drop_abandoned.isChecked(), drop_errored=self.drop_errored.isChecked(),
+                          min_tool_calls=self.min_tools.value(), min_steps=self.min_steps.value(),
+                          require_recovery=self.require_recovery.isChecked(), near_duplicate=self.near_dup.value(),
+                          include_subagents=self.subagents.isChecked())
+        return BuildConfig(name=self.name_edit.text().strip() or None,
+                           base_model=self.model_edit.text().strip() or "default", mode=self.mode.currentText(),
+                           max_length=self.max_length.value(), replay=self.replay.value() / 100, filters=filters)
+
+    def start_build(self) -> None:
+        try:
+            config = self.config()
+        except ValueError as exc:
+            self.problem.emit(f"The build settings are not valid: {exc}")
+            return
+        self.controller.build(config)
+
+    def set_sessions(self, stored: int) -> None:
+        self.sessions_label.setText(f"{stored:,} captured session{'s' * (stored != 1)} to build from")
+
+    # --- controller → form -------------------------------------------------------------------------
+    def set_building(self, on: bool) -> None:
+        """While building the settings are locked, Cancel and the progress bar show; Build comes back after."""
+        keep = (self.cancel_button, self.progress_bar, self.phase, self.sessions_label)
+        for w in self.findChildren(QWidget):
+            if w not in keep:
+                w.setEnabled(not on)
+        for w in (self.cancel_button, self.progress_bar, self.phase):
+            w.setVisible(on)
+        if on:
+            self.progress_bar.setRange(0, 0)  # busy until the first progress event
+            self.phase.setText("Starting the dataset worker…")
+
+    def on_progress(self, phase: str, step: int, total: int, eta: float | None) -> None:
+        self.progress_bar.setRange(0, max(total, 1))
+        self.progress_bar.setValue(step)
+        self.phase.setText(f"{PHASES.get(phase, phase)}: {step:,} of {total:,} · ETA {duration(eta)}")
+
+    def _choose_model(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Base model folder (with its tokenizer and chat template)")
+        if folder:
+            self.model_edit.setText(folder)
+
+
+def place(grid: QGridLayout, pairs: list) -> None:
+    """Name and base model take a whole row; the rest go two to a row."""
+    cells = [(0, 0, 3), (1, 0, 3)] + [(2 + i // 2, (i % 2) * 2, 1) for i in range(len(pairs) - 2)]
+    for (label, field), (row, col, span) in zip(pairs, cells):
+        grid.addWidget(QLabel(label), row, col)
+        add = grid.addLayout if isinstance(field, QHBoxLayout) else grid.addWidget
+        add(field, row, col + 1, 1, span)

@@ -1,0 +1,355 @@
+"""Datasets panel: built datasets, the build form with live progress, and a dataset's report and token preview."""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import datetime, timezone
+from html import escape
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QPushButton, QSpinBox, QSplitter, QTabWidget,
+                               QTextBrowser, QVBoxLayout, QWidget)
+
+from app.core.datasets.splits import SPLITS
+from app.ui.capture_panel import DIM, fill, key_at, make_table, reselect
+from app.ui.datasets import DatasetsController, Details, Preview
+from app.ui.datasets_form import BuildForm
+from app.ui.training_panel import BANNER_STYLE
+from widgets.token_preview import TokenPreview
+
+COLUMNS = ["Name", "Kind", "Base model", "Splits", "Excluded", "Created", "Fingerprint"]
+HEADER_TIPS = {3: "examples in train / val / test", 4: "examples excluded by the checks",
+               6: "content fingerprint: the same examples rendered by the same template give the same one"}
+MAX_SHOWN = 25  # excluded examples listed per check
+GOOD, BAD = "#7bd88f", "#ff8a8a"
+
+
+def short_model(label: str) -> str:
+    return Path(label).name if "/" in label else label
+
+
+def created(stamp: datetime | None) -> str:
+    if stamp is None:
+        return ""
+    stamp = stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+    return stamp.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+class DatasetsPanel(QWidget):
+    """The view; it re-reads the registry when the controller says the list changed."""
+
+    def __init__(self, controller: DatasetsController, parent=None) -> None:
+        super().__init__(parent)
+        self.controller = controller
+        self.selected: str | None = None
+        self.rows: dict = {}
+        self.preview: Preview | None = None
+        self.details: Details | None = None
+        self._build()
+        controller.changed.connect(self.refresh)
+        controller.finished.connect(self._on_finished)
+        controller.verified.connect(self._on_verified)
+        controller.message.connect(self.show_message)
+        self.refresh()
+
+    # --- layout ------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.banner = QLabel()
+        self.banner.setWordWrap(True)
+        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.banner.setToolTip("Click to dismiss")
+        self.banner.mousePressEvent = self._dismiss
+        self.banner.hide()
+        self.table = make_table(COLUMNS, 2)  # the base model stretches: a name is never cut
+        self.table.itemSelectionChanged.connect(self._on_select)
+        for column, tip in HEADER_TIPS.items():
+            self.table.horizontalHeaderItem(column).setToolTip(tip)
+        left = QSplitter(Qt.Orientation.Vertical)
+        left.addWidget(self.table)
+        self.form = BuildForm(self.controller)
+        self.form.problem.connect(self._on_problem)
+        self.controller.building.connect(self._on_building)
+        left.addWidget(self.form)
+        left.setSizes([330, 380])
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(left)
+        split.addWidget(self._detail())
+        split.setSizes([600, 580])
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.banner)
+        layout.addWidget(split, 1)
+
+    def _detail(self) -> QWidget:
+        self.title = QLabel("No dataset selected: build one, or pick one from the list.")
+        self.title.setWordWrap(True)
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.integrity = QLabel()
+        self.integrity.setWordWrap(True)
+        self.report = QTextBrowser()
+        self.report.setOpenLinks(False)
+        report_tab = QWidget()
+        col = QVBoxLayout(report_tab)
+        col.addWidget(self.integrity)
+        col.addWidget(self.report, 1)
+        self.detail_tabs = QTabWidget()
+        self.detail_tabs.addTab(report_tab, "Report")
+        self.detail_tabs.addTab(self._preview_tab(), "Preview")
+        self.detail_tabs.currentChanged.connect(self.show_example)
+        right = QWidget()
+        box = QVBoxLayout(right)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.addWidget(self.title)
+        box.addWidget(self.detail_tabs, 1)
+        return right
+
+    def _preview_tab(self) -> QWidget:
+        self.split_box = QComboBox()
+        self.split_box.currentIndexChanged.connect(self._on_split)
+        self.index = QSpinBox()
+        self.index.setMinimum(1)
+        self.index.valueChanged.connect(self.show_example)
+        self.of_label = QLabel()
+        prev, nxt = QPushButton("◀"), QPushButton("▶")
+        for button in (prev, nxt):
+            button.setFixedWidth(34)
+        prev.clicked.connect(self.index.stepDown)
+        nxt.clicked.connect(self.index.stepUp)
+        row = QHBoxLayout()
+        for w in (QLabel("Split"), self.split_box, QLabel("Example"), self.index, self.of_label, prev, nxt):
+            row.addWidget(w)
+        row.addStretch(1)
+        self.example_meta = QLabel()
+        self.example_meta.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.example_meta.setWordWrap(True)
+        self.tokens = TokenPreview()
+        tab = QWidget()
+        col = QVBoxLayout(tab)
+        col.addLayout(row)
+        col.addWidget(self.example_meta)
+        col.addWidget(self.tokens, 1)
+        return tab
+
+    # --- list ----------------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        rows = self.controller.datasets()
+        self.rows = {r.name: r for r in rows}
+        fill(self.table, [[r.name, r.kind, short_model(model_label(r)), f"{r.train} / {r.val} / {r.test}",
+                           r.excluded, created(r.created_at), r.fingerprint[:8]] for r in rows],
+             [r.name for r in rows])
+        for i, r in enumerate(rows):
+            self.table.item(i, 2).setToolTip(model_label(r))
+            self.table.item(i, 6).setToolTip(r.fingerprint)
+        reselect(self.table, self.selected)
+        self.form.set_sessions(self.controller.sessions_stored())
+
+    def select(self, name: str) -> None:
+        reselect(self.table, name)
+        self._on_select()
+
+    def _on_select(self) -> None:
+        name = key_at(self.table)
+        if name in self.rows and name != self.selected:
+            self.show_dataset(self.rows[name])
+
+    def show_dataset(self, row) -> None:
+        """Read the dataset's manifest and report (the preview line only when the Preview tab shows)."""
+        self.selected = row.name
+        self.details = details = self.controller.details(row)
+        man = details.manifest
+        label = man.base_model_label if man else row.base_model
+        self.title.setText(f"<b>{escape(row.name)}</b> · {escape(row.kind)} · {escape(row.mode)} · "
+                           f"{row.examples:,} examples · base model {escape(short_model(label))}")
+        self.title.setToolTip(row.path)
+        self.report.setHtml(report_html(details))
+        self.integrity.setStyleSheet(f"color:{DIM};")
+        self.integrity.setText("Checking integrity (sha256 of every file against the manifest)…")
+        self.controller.verify(row.name, row.path)
+        self.preview = Preview(details.folder, details.sizes())
+        self._fill_splits(details.sizes())
+
+    def _on_verified(self, name: str, problems: list[str]) -> None:
+        if name != self.selected:
+            return
+        ok = not problems
+        files = len(self.details.manifest.files) if ok and self.details and self.details.manifest else 0
+        self.integrity.setStyleSheet(f"color:{GOOD if ok else BAD};")
+        self.integrity.setText(f"✓ Intact: all {files} files match the manifest." if ok else
+                               "✗ Integrity problems: " + "; ".join(escape(p) for p in problems[:8]))
+
+    # --- preview ---------------------------------------------------------------------------------------
+    def _fill_splits(self, sizes: dict[str, int]) -> None:
+        self.split_box.blockSignals(True)
+        self.split_box.clear()
+        for s in SPLITS:
+            self.split_box.addItem(f"{s} ({sizes.get(s, 0):,})", s)
+        first = next((i for i, s in enumerate(SPLITS) if sizes.get(s)), 0)
+        self.split_box.setCurrentIndex(first)
+        self.split_box.blockSignals(False)
+        self._on_split()
+
+    def _on_split(self) -> None:
+        count = self.preview.sizes.get(self.split_box.currentData(), 0) if self.preview else 0
+        self.index.blockSignals(True)
+        self.index.setMaximum(max(count, 1))
+        self.index.setValue(1)
+        self.index.setEnabled(count > 0)
+        self.index.blockSignals(False)
+        self.of_label.setText(f"of {count:,}")
+        self.show_example()
+
+    def show_example(self, *_changed) -> None:
+        """Read and render one example, only while the Preview tab is the one shown."""
+        if self.detail_tabs.currentIndex() != 1 or self.preview is None:
+            return
+        split = self.split_box.currentData()
+        if not self.preview.sizes.get(split):
+            self.example_meta.setText("")
+            self.tokens.clear(f"The {split} split has no examples.")
+            return
+        ex = self.preview.example(split, self.index.value() - 1)
+        meta = f"id {ex.id}" + (f" · session {ex.session_id} · window {ex.window} · {ex.source}" if ex.session_id
+                                else "")
+        self.example_meta.setText(escape(meta) + (f"<br><span style='color:{BAD}'>{escape(ex.problem)}</span>"
+                                                  if ex.problem else ""))
+        if ex.segments:
+            self.tokens.set_segments(ex.segments, ex.tokens, ex.trained)
+        else:
+            self.tokens.clear(ex.problem or "This example has no rendering.")
+
+    def _on_finished(self, outcome) -> None:
+        if outcome.ok:
+            self.refresh()
+            self.selected = None  # re-read even when it was shown (an identical build points at it)
+            self.select(outcome.name)
+
+    def showEvent(self, event) -> None:
+        """The captured-session count is re-read whenever the tab comes into view."""
+        self.form.set_sessions(self.controller.sessions_stored())
+        super().showEvent(event)
+
+    # Slots are methods, never lambdas over self: a lambda held by the controller's signal would keep this panel
+    # alive until interpreter shutdown, where PySide6 aborts (see ARCHITECTURE.md, Decisions).
+    def _on_problem(self, text: str) -> None:
+        self.show_message("error", text)
+
+    def _on_building(self, on: bool) -> None:
+        if on:
+            self.banner.hide()
+
+    def _dismiss(self, _event) -> None:
+        self.banner.hide()
+
+    def show_message(self, level: str, text: str) -> None:
+        self.banner.setStyleSheet(BANNER_STYLE.get(level, BANNER_STYLE["info"]))
+        self.banner.setText(text)
+        self.banner.show()
+
+
+def model_label(row) -> str:
+    """The base model's label from the manifest kept in the row, else its reference."""
+    try:
+        return json.loads(row.manifest_json).get("base_model_label") or row.base_model
+    except (TypeError, ValueError):
+        return row.base_model
+
+
+# --- report ----------------------------------------------------------------------------------------------
+def table_html(head: list[str], rows: list[list]) -> str:
+    cells = "".join(f"<th align='{'left' if i == 0 else 'right'}' style='color:{DIM}'>{escape(h)}</th>"
+                    for i, h in enumerate(head))
+    body = "".join("<tr>" + "".join(f"<td align='{'left' if i == 0 else 'right'}'>{escape(str(v))}</td>"
+                                    for i, v in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table cellspacing='0' cellpadding='3'><tr>{cells}</tr>{body}</table>"
+
+
+def splits_html(details: Details) -> str:
+    splits = details.manifest.splits if details.manifest else {}
+    rows = []
+    for s in SPLITS:
+        z = splits.get(s)
+        if z is not None:
+            share = f"{z.trained_tokens / z.tokens:.0%}" if z.tokens else "—"
+            rows.append([s, f"{z.examples:,}", f"{z.sessions:,}", f"{z.tokens:,}", f"{z.trained_tokens:,}", share])
+    return "<h3>Splits</h3>" + table_html(["Split", "Examples", "Sessions", "Tokens", "Trained", "Share"], rows)
+
+
+def filters_html(details: Details) -> str:
+    found = details.report.get("filters") or (details.manifest.filters if details.manifest else {})
+    counts = details.report.get("counts") or (details.manifest.counts if details.manifest else {})
+    rows = [[name, f"{n:,}"] for name, n in found.items()]
+    out = "<h3>Filters</h3>" + (table_html(["Filter", "Removed"], rows) if rows else "<p>No filter ran.</p>")
+    plain = " · ".join(f"{escape(name)} {n:,}" for name, n in counts.items() if not name.startswith("excluded: "))
+    return out + (f"<p><span style='color:{DIM}'>Counts:</span> {plain}</p>" if plain else "")
+
+
+def excluded_html(details: Details) -> str:
+    groups: dict[str, list[str]] = defaultdict(list)
+    excluded = details.report.get("excluded") or []
+    for ex in excluded:
+        where = f"session {ex.get('session_id', '?')} window {ex.get('window', 0)}"
+        for p in ex.get("problems") or []:
+            groups[p.get("check", "?")].append(f"{where}: {p.get('detail', '')}")
+    out = f"<h3>Excluded examples ({len(excluded):,})</h3>"
+    if not excluded:
+        return out + "<p>None: every rendered example passed the checks.</p>"
+    for name, items in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        lines = "".join(f"<li>{escape(i[:400])}</li>" for i in items[:MAX_SHOWN])
+        more = f"<li style='color:{DIM}'>… {len(items) - MAX_SHOWN:,} more</li>" if len(items) > MAX_SHOWN else ""
+        out += f"<p><b style='color:{BAD}'>{escape(name)}</b> ({len(items):,})</p><ul>{lines}{more}</ul>"
+    return out
+
+
+def provenance_html(details: Details) -> str:
+    m = details.manifest
+    if m is None:
+        return ""
+    cfg = m.config
+    rows = [["Base model", m.base_model_label or m.base_model], ["Template sha256", m.template_sha256[:16]],
+            ["Tool calls", m.convention], ["Mode", m.mode], ["Fingerprint", m.fingerprint],
+            ["Max length", cfg.get("max_length", "?")], ["Val / test share", f"{cfg.get('val_share')} / "
+                                                                             f"{cfg.get('test_share')}"],
+            ["Replayed from", ", ".join(m.replayed_from) or "—"],
+            ["Held-out sessions frozen", len(m.heldout_frozen)], ["Created", m.created_at],
+            ["Folder", details.folder]]
+    body = "".join(f"<tr><td style='color:{DIM}'>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in rows)
+    return f"<h3>Provenance</h3><table cellspacing='0' cellpadding='2'>{body}</table>"
+
+
+def pairs_html(details: Details) -> str:
+    """A preference dataset: where its contexts came from, how often the student already agreed, a few pairs."""
+    r = details.report
+    rows = [["Source dataset", (r.get("source") or {}).get("name", "?")], ["Teacher contexts", r.get("contexts", 0)],
+            ["Student already agreed (no pair)", r.get("agreed", 0)], ["Pairs from the student", r.get("student_pairs", 0)],
+            ["Pairs from your files", r.get("dropped_pairs", 0)], ["Excluded", r.get("excluded", 0)],
+            ["Student answers cut at the token limit", r.get("truncated", 0)]]
+    body = "".join(f"<tr><td style='color:{DIM}'>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in rows)
+    out = f"<h3>Pairs</h3><table cellspacing='0' cellpadding='2'>{body}</table>"
+    for rec in _first_pairs(details.folder, 3):
+        chosen, rejected = (escape(rec[k][0]["content"][:300]) for k in ("chosen", "rejected"))
+        out += (f"<p><b style='color:{GOOD}'>chosen (teacher)</b> {chosen}<br>"
+                f"<b style='color:{BAD}'>rejected (student)</b> {rejected}</p>")
+    return out
+
+
+def _first_pairs(folder: Path, n: int) -> list[dict]:
+    path = Path(folder) / "train.jsonl"
+    out: list[dict] = []
+    if path.is_file():
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if len(out) >= n:
+                    break
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue
+    return out
+
+
+def report_html(details: Details) -> str:
+    problems = "".join(f"<p style='color:{BAD}'>{escape(p)}</p>" for p in details.problems)
+    if details.manifest is not None and details.manifest.kind == "preference":
+        return problems + splits_html(details) + pairs_html(details) + provenance_html(details)
+    return problems + splits_html(details) + filters_html(details) + excluded_html(details) + \
+        provenance_html(details)
