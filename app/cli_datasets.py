@@ -48,12 +48,8 @@ def _follow(run) -> None:
         bar.close()
 
 
-def cmd_build(args) -> int:
-    from app.core.datasets.registry import Registry
-    from app.core.datasets.runner import start_build
-
-    store = _store()
-    run = start_build(store, _config(args))
+def _finish(run):
+    """Follow a worker to its end; the Outcome when it registered something, else the exit code."""
     try:
         _follow(run)
     except KeyboardInterrupt:
@@ -64,6 +60,17 @@ def cmd_build(args) -> int:
     if not outcome.ok:
         print(f"error: {outcome.message}", file=sys.stderr)
         return 1
+    return outcome
+
+
+def cmd_build(args) -> int:
+    from app.core.datasets.registry import Registry
+    from app.core.datasets.runner import start_build
+
+    store = _store()
+    outcome = _finish(start_build(store, _config(args)))
+    if isinstance(outcome, int):
+        return outcome
     if outcome.identical_to:
         print(f"unchanged: identical to {outcome.identical_to} (fingerprint {outcome.fingerprint[:16]}); "
               "nothing new was stored")
@@ -80,17 +87,9 @@ def cmd_pairs(args) -> int:
     config = PairsConfig(name=args.name, base_model=args.model, adapter=args.adapter, source=args.source,
                          max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens,
                          include_dropped=not args.no_dropped)
-    run = start_pairs(store, config)
-    try:
-        _follow(run)
-    except KeyboardInterrupt:
-        run.cancel()
-        print("cancelled: nothing was registered")
-        return 130
-    outcome = run.finish()
-    if not outcome.ok:
-        print(f"error: {outcome.message}", file=sys.stderr)
-        return 1
+    outcome = _finish(start_pairs(store, config))
+    if isinstance(outcome, int):
+        return outcome
     print(f"{outcome.name}: {outcome.examples} preference pairs ({outcome.message}); "
           f"`nightschool dataset show {outcome.name}`")
     return 0

@@ -58,14 +58,14 @@ def run(spec: dict, out: Emitter) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.dataset_build", description="Build one dataset.")
+def worker_main(argv: list[str] | None, prog: str, what: str, run_fn) -> int:
+    """The shared entry of the dataset workers: read the spec, run, and turn any failure into an `error` envelope."""
+    parser = argparse.ArgumentParser(prog=f"python -m {prog}", description=f"Build {what}.")
     parser.add_argument("--spec", required=True, type=Path)
-    args = parser.parse_args(argv)
-    spec = json.loads(args.spec.read_text(encoding="utf-8"))
-    out = Emitter(spec.get("job", "build"))
+    spec = json.loads(parser.parse_args(argv).spec.read_text(encoding="utf-8"))
+    out = Emitter(spec.get("job", prog))
     try:
-        return run(spec, out)
+        return run_fn(spec, out)
     except BuildError as exc:
         out.emit(P.Error(message=exc.message, why=exc.why, fix=exc.fix))
     except ModelRefError as exc:
@@ -73,9 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the build fails visibly, with the traceback
         tb = traceback.format_exc()
         print(tb, file=sys.stderr)
-        out.emit(P.Error(message=f"the build crashed: {type(exc).__name__}: {exc}", traceback=tb[-4000:],
+        out.emit(P.Error(message=f"building {what} crashed: {type(exc).__name__}: {exc}", traceback=tb[-4000:],
                          fix="see the traceback; nothing was registered"))
     return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    return worker_main(argv, "engine.dataset_build", "one dataset", run)
 
 
 if __name__ == "__main__":

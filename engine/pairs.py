@@ -5,20 +5,16 @@ caller registers the folder. Generation is greedy (`model.generate`, do_sample=F
 same answers."""
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
-import traceback
 from pathlib import Path
 
 from app.core import protocol as P
 from app.core.datasets import pairs
-from app.core.datasets.builder import BuildError
 from app.core.fingerprint import sha256_file
-from app.core.modelref import ModelRefError
 from app.core.store import Store
-from engine.dataset_build import Emitter
+from engine.dataset_build import Emitter, worker_main
 
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>")
 
@@ -122,23 +118,7 @@ def run(spec: dict, out: Emitter) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.pairs", description="Build preference pairs.")
-    parser.add_argument("--spec", required=True, type=Path)
-    args = parser.parse_args(argv)
-    spec = json.loads(args.spec.read_text(encoding="utf-8"))
-    out = Emitter(spec.get("job", "pairs"))
-    try:
-        return run(spec, out)
-    except BuildError as exc:
-        out.emit(P.Error(message=exc.message, why=exc.why, fix=exc.fix))
-    except ModelRefError as exc:
-        out.emit(P.Error(message="the base model cannot be used", why=str(exc)))
-    except Exception as exc:  # the build fails visibly, with the traceback
-        tb = traceback.format_exc()
-        print(tb, file=sys.stderr)
-        out.emit(P.Error(message=f"the pairs build crashed: {type(exc).__name__}: {exc}", traceback=tb[-4000:],
-                         fix="see the traceback; nothing was registered"))
-    return 1
+    return worker_main(argv, "engine.pairs", "preference pairs", run)
 
 
 if __name__ == "__main__":
