@@ -33,11 +33,18 @@ def _fail(server: EngineServer, body: P.Error) -> int:
 def run_job(spec: JobSpec, spec_sha256: str, server: EngineServer) -> int:
     server.emit(P.State(state="loading", detail="loading the training stack and the model"))
     try:
-        if spec.kind != "sft":
-            raise EngineError(f"unknown job kind {spec.kind!r}", fix="this engine runs: sft")
-        from engine.recipes import sft
+        from engine.recipes import recipe_for
 
-        result = sft.run(spec, spec_sha256, server)
+        try:
+            recipe = recipe_for(spec.kind)(spec, spec_sha256, server)
+        except (ValueError, ImportError) as exc:
+            raise EngineError(f"this engine cannot run {spec.kind!r} jobs", why=str(exc)) from exc
+        if spec.dry_run:
+            plan = recipe.dry_run()
+            server.emit(P.State(state="completed" if plan.ok else "failed", detail="dry run: " + (
+                f"{plan.steps} steps, {plan.tokens:,} tokens" if plan.ok else "; ".join(plan.problems))))
+            return 0 if plan.ok else 1
+        result = recipe.run()
     except EngineError as exc:
         return _fail(server, exc.body())
     except ModelRefError as exc:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 from transformers import TrainerCallback
 
@@ -21,34 +20,44 @@ class StreamCallback(TrainerCallback):
         self.server = server
         self.torch = torch_module
         self.started = time.monotonic()
+        self.start_step = 0
         self._last_progress = 0.0
         self._last_tokens: tuple[float, float] | None = None  # (time, num_tokens)
         self.first_loss: float | None = None
         self.last_loss: float | None = None
         self.tokens_per_s: list[float] = []
-        self.save_reason = "scheduled"
+        self.last_reward: float | None = None
+        self.save_reason = "scheduled"  # read (and reset) by the checkpoint callback
 
     # --- trainer hooks -----------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
         self.started = time.monotonic()
-        self._last_tokens = (self.started, 0.0)
-        self.server.emit(P.State(state="running", detail=f"{state.max_steps} steps"))
+        self._last_tokens = None  # the first log sets the baseline (a resumed run's counter does not start at 0)
+        self.start_step = state.global_step
+        self.server.emit(P.State(state="running", detail=f"{state.max_steps} steps"
+                                 + (f", from step {state.global_step}" if state.global_step else "")))
         self._progress(state, force=True)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         logs = logs or {}
+        if not state.is_world_process_zero:
+            return
+        if "eval_loss" in logs and "loss" not in logs:
+            self.server.emit(P.Metrics(step=state.global_step, eval_loss=_num(logs["eval_loss"])))
+            return
         if "loss" not in logs:
             return
         loss = float(logs["loss"])
         if math.isfinite(loss):
             self.first_loss = loss if self.first_loss is None else self.first_loss
             self.last_loss = loss
-        else:
-            self.server.emit(P.Alert(kind="nan", message=f"loss is {loss} at step {state.global_step}",
-                                     step=state.global_step))
+        reward = _num(logs.get("reward"))
+        self.last_reward = reward if reward is not None else self.last_reward
+        rewards = {k.split("/")[-2]: float(v) for k, v in logs.items()
+                   if k.startswith("rewards/") and k.endswith("/mean") and isinstance(v, (int, float))}
         self.server.emit(P.Metrics(step=state.global_step, loss=loss, lr=_num(logs.get("learning_rate")),
                                    grad_norm=_num(logs.get("grad_norm")), tokens_per_s=self._rate(logs),
-                                   **monitor.readings(self.torch)))
+                                   reward=reward, rewards=rewards, **monitor.readings(self.torch)))
 
     def on_step_end(self, args, state, control, **kwargs):
         self._progress(state, force=state.global_step >= state.max_steps)
@@ -69,11 +78,6 @@ class StreamCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         self._progress(state, force=True)  # the last step is always reported, throttle or not
 
-    def on_save(self, args, state, control, **kwargs):
-        path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        self.server.emit(P.Checkpoint(step=state.global_step, path=str(path), reason=self.save_reason))
-        self.save_reason = "scheduled"
-
     # --- helpers -----------------------------------------------------------------------------
     def _wait_while_paused(self, state) -> None:
         self.server.emit(P.State(state="paused", detail=f"at step {state.global_step}"))
@@ -90,14 +94,18 @@ class StreamCallback(TrainerCallback):
         self._last_progress = now
         elapsed = now - self.started
         step, total = state.global_step, max(state.max_steps, 1)
-        eta = elapsed / step * (total - step) if step else None
+        done = step - self.start_step
+        eta = elapsed / done * (total - step) if done > 0 else None
         self.server.emit(P.Progress(step=step, total=total, epoch=state.epoch, eta_s=eta, elapsed_s=elapsed))
 
     def _rate(self, logs: dict) -> float | None:
-        tokens = logs.get("num_tokens")
-        if tokens is None or self._last_tokens is None:
-            return None
+        tokens = logs.get("num_tokens", logs.get("num_input_tokens_seen"))
         now = time.monotonic()
+        if tokens is None:
+            return None
+        if self._last_tokens is None:
+            self._last_tokens = (now, float(tokens))
+            return None
         t0, n0 = self._last_tokens
         self._last_tokens = (now, float(tokens))
         if now - t0 <= 0:

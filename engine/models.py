@@ -85,8 +85,8 @@ def resolve(ref: str, models_dir: Path, report: Report = _quiet) -> tuple[str, s
     return ref, ref
 
 
-def load_for_training(ref: str, models_dir: Path, report: Report = _quiet):
-    """Load (model, tokenizer, label) in float32/bf16 ready for PEFT; clear errors for bad refs."""
+def load_for_training(ref: str, models_dir: Path, report: Report = _quiet, quantization=None):
+    """Load (model, tokenizer, label) in float32/bf16 (or 4-bit with `quantization`) ready for PEFT."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -95,7 +95,8 @@ def load_for_training(ref: str, models_dir: Path, report: Report = _quiet):
     started = time.monotonic()
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+        extra = {"quantization_config": quantization, "device_map": {"": 0}} if quantization else {}
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **extra)
     except Exception as exc:  # transformers raises OSError, ValueError, KeyError… for a bad folder
         if Path(source).exists():
             raise ModelRefError(f"{source} could not be loaded as a causal language model "

@@ -41,13 +41,35 @@ class EngineServer:
         self.controls = Controls()
         self.state = "starting"
         self._lock = threading.Lock()
-        self._seq = 0
-        self._history: list[bytes] = []
+        self._history: list[tuple[int, bytes]] = []  # (seq, frame)
+        self._seq = self._load_history()
         self._clients: list[socket.socket] = []
         self._events = self.events_path.open("a", encoding="utf-8")
         self._listener: socket.socket | None = None
         self._closed = threading.Event()
         self.on_command: Callable[[P.Envelope], None] | None = None
+
+    def _load_history(self) -> int:
+        """A resumed job's engine continues the run's numbering: earlier events are replayed to clients, and a
+        line torn by a crash is cut off so the next event starts on its own line. Returns the last seq."""
+        if not self.events_path.is_file():
+            return 0
+        data = self.events_path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            keep = data.rfind(b"\n") + 1
+            with self.events_path.open("r+b") as fh:
+                fh.truncate(keep)
+            data = data[:keep]
+        last = 0
+        for raw in data.splitlines():
+            try:
+                env = P.loads(raw)
+            except P.ProtocolError:
+                continue
+            if env.seq and env.seq > last:
+                last = env.seq
+                self._history.append((env.seq, P.encode(env)))
+        return last
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -91,7 +113,7 @@ class EngineServer:
                 if isinstance(body, (P.Result, P.Error, P.State)):
                     os.fsync(self._events.fileno())
             frame = P.encode(env)
-            self._history.append(frame)
+            self._history.append((self._seq, frame))
             for client in list(self._clients):
                 try:
                     client.sendall(frame)
@@ -156,8 +178,9 @@ class EngineServer:
             try:
                 P.send_frame(client, P.make(P.Hello(role="engine", pid=os.getpid(), kind=self.kind),
                                             job=self.job_id, seq=self._seq, reply_to=hello.id))
-                for frame in self._history[since:]:
-                    client.sendall(frame)
+                for seq, frame in self._history:
+                    if seq > since:
+                        client.sendall(frame)
             except OSError:
                 _close_quietly(client)
                 return

@@ -19,8 +19,8 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 def fast_hyper(**over) -> Hyper:
     """Hyper-parameters that make the tiny model learn visibly in a few seconds."""
-    base = dict(max_steps=30, learning_rate=2e-2, lora_r=8, lora_alpha=16, batch_size=4, max_length=128,
-                save_steps=10, logging_steps=1)
+    base = dict(max_steps=30, epochs=100, learning_rate=2e-2, lora_r=8, lora_alpha=16, batch_size=4, grad_accum=1,
+                max_length=128, warmup=0.0, save_steps=10, logging_steps=1)
     base.update(over)
     return Hyper(**base)
 

@@ -85,7 +85,24 @@ def _foreign_schema(rec: object) -> str | None:
     return None
 
 
-def _read_line(report: ChatFileReport, number: int, raw: bytes) -> None:
+def check_preference_record(rec: object) -> str | None:
+    """Why a parsed line is not a usable preference pair (`prompt`, `chosen`, `rejected`), or None."""
+    from app.core.capture.dataset_specs import check_preference
+
+    if not isinstance(rec, dict):
+        return f"a line must be a JSON object, got {type(rec).__name__}"
+    missing = [k for k in ("prompt", "chosen", "rejected") if k not in rec]
+    if missing:
+        return f"no {', '.join(f'`{k}`' for k in missing)} field (fields: {', '.join(sorted(rec)[:6]) or 'none'})"
+    return check_preference(rec)
+
+
+CHECKS = {"chat": check_record, "preference": check_preference_record}
+SHAPES = {"chat": '{"messages": [{"role": "user", ...}, {"role": "assistant", ...}]}',
+          "preference": '{"prompt": ..., "chosen": ..., "rejected": ...} (strings or message lists)'}
+
+
+def _read_line(report: ChatFileReport, number: int, raw: bytes, check=check_record) -> None:
     if not raw.strip():
         report.blank += 1
         return
@@ -98,17 +115,21 @@ def _read_line(report: ChatFileReport, number: int, raw: bytes) -> None:
     except json.JSONDecodeError as exc:
         report.problems.append(Problem(number, f"not valid JSON ({exc.msg} at column {exc.colno})", text))
         return
-    if name := _foreign_schema(rec):
+    if check is check_record and (name := _foreign_schema(rec)):
         report.foreign[name] = report.foreign.get(name, 0) + 1
-    if problem := check_record(rec):
+    if problem := check(rec):
         report.problems.append(Problem(number, problem, text))
     else:
         report.records.append(rec)
 
 
-def _refuse_if_unusable(path: Path, report: ChatFileReport) -> None:
+def _refuse_if_unusable(path: Path, report: ChatFileReport, fmt: str = "chat") -> None:
     if report.records:
         return
+    if fmt != "chat" and report.lines > report.blank:
+        shown = "; ".join(f"line {p.line}: {p.reason}" for p in report.problems[:SHOWN_PROBLEMS])
+        raise DatasetError(f"{path.name} has no usable {fmt} record ({report.summary()}). This recipe trains on "
+                           f"lines like {SHAPES[fmt]}. {shown}")
     if report.lines == report.blank:
         raise DatasetError(f"{path.name} is empty: there are no records to train on. "
                            "Choose a JSONL file with one chat record ({\"messages\": [...]}) per line.")
@@ -132,8 +153,9 @@ def _is_one_json_document(path: Path) -> bool:
         return False
 
 
-def check_chat_file(path: str | Path) -> ChatFileReport:
-    """Read a chat JSONL file; raise DatasetError when nothing in it can be trained on."""
+def check_chat_file(path: str | Path, fmt: str = "chat") -> ChatFileReport:
+    """Read a JSONL file of `fmt` records (chat | preference); raise DatasetError when nothing can be trained on."""
+    check = CHECKS[fmt]
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{path} is not a file. Choose a .jsonl file of chat records.")
@@ -149,8 +171,8 @@ def check_chat_file(path: str | Path) -> ChatFileReport:
         report = ChatFileReport(path)
         for number, raw in enumerate(fh, start=1):
             report.lines = number
-            _read_line(report, number, raw)
-    _refuse_if_unusable(path, report)
+            _read_line(report, number, raw, check)
+    _refuse_if_unusable(path, report, fmt)
     return report
 
 

@@ -21,3 +21,14 @@ def sha256_dir(path: str | Path) -> str:
         h.update(file.relative_to(root).as_posix().encode() + b"\0")
         h.update(sha256_file(file).encode())
     return h.hexdigest()
+
+
+def code_hash() -> str:
+    """The training code's fingerprint: every .py file under engine/ and app/core/ (name + content)."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for pkg in ("engine", "app/core"):
+        for file in sorted((root / pkg).rglob("*.py")):
+            h.update(file.relative_to(root).as_posix().encode() + b"\0")
+            h.update(sha256_file(file).encode())
+    return h.hexdigest()

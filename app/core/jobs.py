@@ -8,8 +8,9 @@ from datetime import datetime
 from pathlib import Path
 
 import psutil
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
+from app.core import checkpoints as ckpt
 from app.core import paths
 from app.core import protocol as P
 from app.core.chatdata import check_chat_file, write_snapshot
@@ -17,11 +18,15 @@ from app.core.client import EngineClient, Follower
 from app.core.events import last_of, read_events
 from app.core.modelref import check_model_ref
 from app.core.schema import CheckpointRow, Job, Run, utcnow
-from app.core.spec import DEFAULT_MODEL, Hyper, JobSpec
+from app.core.chatdata import DatasetError
+from app.core.fingerprint import code_hash
+from app.core.spec import DATA_FORMAT, DEFAULT_MODEL, RECIPES, Budget, Hyper, JobSpec, Lineage
 from app.core.store import Store
 from app.core.validation import ResultRefused, validate
 
 ACTIVE = ("starting", "running")
+MAX_AUTO_RESUMES = 10  # crashes a job may resume from
+MAX_CRASHES_WITHOUT_PROGRESS = 3  # crashes in a row that resumed from the same checkpoint
 STDERR_TAIL_LINES = 25
 
 
@@ -38,25 +43,40 @@ class JobManager:
 
     # --- create ------------------------------------------------------------------------------
     def submit(self, dataset: str | Path, model: str = DEFAULT_MODEL, hyper: Hyper | None = None,
-               start: bool = True) -> Job:
-        """Check the file and the model, snapshot the usable records into a new run dir, write the spec."""
+               start: bool = True, *, kind: str = "sft", eval_data: str | Path | None = None,
+               budget: Budget | None = None, dry_run: bool = False, init_adapter: str | None = None,
+               priority: str = "normal", lineage: Lineage | None = None, processes: int = 1) -> Job:
+        """Check the file(s) and the model, snapshot the usable records into a new run dir, write the spec."""
         paths.engine_python()  # a packaged app with no engine configured says so before anything is made
-        report = check_chat_file(dataset)
+        if kind not in RECIPES:
+            raise DatasetError(f"unknown recipe {kind!r}: choose one of {', '.join(RECIPES)}")
+        fmt = DATA_FORMAT[kind]
+        report = check_chat_file(dataset, fmt)
+        eval_report = check_chat_file(eval_data, fmt) if eval_data else None
         check_model_ref(model)
         job_id = new_job_id()
         run_dir = paths.runs_dir() / job_id
         run_dir.mkdir(parents=True)
-        snapshot = run_dir / "dataset.jsonl"
-        dataset_sha = write_snapshot(report, snapshot, run_dir / "quarantine.jsonl")
-        spec = JobSpec(job_id=job_id, dataset_path=str(snapshot), dataset_sha256=dataset_sha, model=model,
+        dataset_sha = write_snapshot(report, run_dir / "dataset.jsonl", run_dir / "quarantine.jsonl")
+        eval_sha = write_snapshot(eval_report, run_dir / "eval.jsonl", run_dir / "eval-quarantine.jsonl") \
+            if eval_report else None
+        spec = JobSpec(job_id=job_id, kind=kind, dataset_path=str(run_dir / "dataset.jsonl"),
+                       dataset_sha256=dataset_sha, eval_path=str(run_dir / "eval.jsonl") if eval_report else None,
+                       eval_sha256=eval_sha, model=model, init_adapter=init_adapter,
                        models_dir=str(paths.models_dir()), run_dir=str(run_dir),
                        socket_path=str(paths.socket_path(run_dir, job_id)), token=secrets.token_urlsafe(24),
-                       hyper=hyper or Hyper())
+                       hyper=hyper or Hyper(), budget=budget or Budget(), dry_run=dry_run, processes=processes)
+        spec.lineage = (lineage or Lineage()).model_copy(update={
+            "config_fingerprint": spec.config_fingerprint(), "code_hash": code_hash(),
+            "dataset_fingerprint": (lineage.dataset_fingerprint if lineage and lineage.dataset_fingerprint
+                                    else dataset_sha)})
         spec_path = run_dir / "spec.json"
         spec_sha = spec.write(spec_path)
         with self.store.session() as s:
-            job = Job(id=job_id, dataset_path=str(Path(dataset).resolve()), dataset_sha256=dataset_sha,
-                      model_ref=model, spec_path=str(spec_path), spec_sha256=spec_sha,
+            last = s.scalar(select(func.max(Job.position))) or 0.0
+            job = Job(id=job_id, kind=kind, priority=priority, position=last + 1.0,
+                      config_fingerprint=spec.lineage.config_fingerprint, dataset_path=str(Path(dataset).resolve()),
+                      dataset_sha256=dataset_sha, model_ref=model, spec_path=str(spec_path), spec_sha256=spec_sha,
                       records=len(report.records),
                       error=f"{len(report.problems)} line(s) set aside, see quarantine.jsonl"
                       if report.problems else None)
@@ -80,14 +100,16 @@ class JobManager:
         job = self.job(job_id)
         spec, _ = JobSpec.read(Path(job.spec_path))
         run_dir = Path(spec.run_dir)
+        resume = ckpt.latest_good(run_dir / "checkpoints")
         with (run_dir / "engine.out").open("ab") as out, (run_dir / "engine.err").open("ab") as err:
-            proc = subprocess.Popen([paths.engine_python(), "-m", "engine", "--spec", job.spec_path],
+            proc = subprocess.Popen(engine_command(spec, job.spec_path),
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
                                     cwd=str(Path(__file__).resolve().parents[2]))
         self._procs[job_id] = proc
         with self.store.session() as s:
             run = Run(job_id=job_id, run_dir=str(run_dir), socket_path=spec.socket_path, pid=proc.pid,
-                      pid_started=_create_time(proc.pid), state="running")
+                      pid_started=_create_time(proc.pid), state="running",
+                      resume_step=resume.step if resume else None)
             s.add(run)
             s.get(Job, job_id).state = "running"
         return self.latest_run(job_id)
@@ -140,6 +162,11 @@ class JobManager:
         result_file = run_dir / "result.json"
         events = read_events(run_dir / "events.jsonl")
         state, error, raw = "failed", None, None
+        spec, _ = JobSpec.read(Path(job.spec_path))
+        if spec.dry_run:
+            return self._end_dry_run(job_id, run.id, run_dir, exit_code, events)
+        if not result_file.is_file() and crashed(events) and self._may_resume(job_id):
+            return self._resume_after_crash(job_id, run.id, exit_code)
         if result_file.is_file():
             raw = result_file.read_text(encoding="utf-8")
             spec, spec_sha = JobSpec.read(Path(job.spec_path))
@@ -152,6 +179,52 @@ class JobManager:
         else:
             error = failure_message(events, run_dir)
         self._record_end(job_id, run.id, state, error, raw, exit_code, events)
+        return self.job(job_id)
+
+    def _may_resume(self, job_id: str) -> bool:
+        """Auto-resume a crashed engine unless it keeps crashing: at most MAX_AUTO_RESUMES per job, and no more
+        after MAX_CRASHES_WITHOUT_PROGRESS crashes in a row that resumed from the same checkpoint."""
+        with self.store.session() as s:
+            runs = list(s.scalars(select(Run).where(Run.job_id == job_id).order_by(Run.id)))
+        if sum(r.state == "crashed" for r in runs) >= MAX_AUTO_RESUMES:
+            return False
+        tail = [runs[-1].resume_step]  # the run that just died, then the crashed ones before it
+        for r in reversed(runs[:-1]):
+            if r.state != "crashed":
+                break
+            tail.append(r.resume_step)
+        n = MAX_CRASHES_WITHOUT_PROGRESS
+        return not (len(tail) >= n and len(set(tail[:n])) == 1)
+
+    def _resume_after_crash(self, job_id: str, run_id: int, exit_code: int | None) -> Job:
+        """The engine died without a word (killed, OOM, power): record it and start it again; it resumes from
+        the last good checkpoint by itself."""
+        with self.store.session() as s:
+            claimed = s.execute(update(Run).where(Run.id == run_id, Run.state == "running")
+                                .values(state="crashed", exit_code=exit_code, ended_at=utcnow(),
+                                        error=f"the engine died (exit code {exit_code}); resumed automatically"))
+            if claimed.rowcount != 1:
+                return self.job(job_id)  # another process saw it first and resumed it
+        try:
+            self.launch(job_id)
+        except OSError as exc:
+            self._mark_failed(job_id, f"the engine crashed and could not be restarted: {exc}")
+        return self.job(job_id)
+
+    def _end_dry_run(self, job_id, run_id, run_dir: Path, exit_code, events) -> Job:
+        plan_file = run_dir / "plan.json"
+        raw = plan_file.read_text(encoding="utf-8") if plan_file.is_file() else None
+        plan = P.Plan.model_validate_json(raw) if raw else None
+        state = "validated" if plan and plan.ok else "failed"
+        error = None if state == "validated" else ("; ".join(plan.problems) if plan
+                                                   else failure_message(events, run_dir))
+        with self.store.session() as s:
+            claimed = s.execute(update(Job).where(Job.id == job_id, Job.state.in_(ACTIVE)).values(state=state))
+            if claimed.rowcount == 1:
+                job, run = s.get(Job, job_id), s.get(Run, run_id)
+                job.error = error
+                run.state, run.error, run.exit_code, run.result_json, run.ended_at = state, error, exit_code, raw, \
+                    utcnow()
         return self.job(job_id)
 
     def _record_end(self, job_id, run_id, state, error, raw, exit_code, events) -> None:
@@ -203,6 +276,26 @@ class JobManager:
         with self.store.session() as s:
             q = select(CheckpointRow).join(Run).where(Run.job_id == job_id).order_by(CheckpointRow.id)
             return list(s.scalars(q))
+
+
+def crashed(events: list) -> bool:
+    """The latest engine attempt ended without a result, an error or a fatal alert: it was killed."""
+    start = max((i for i, e in enumerate(events) if e.type == "state" and e.body.state == "starting"), default=0)
+    for env in events[start:]:
+        if env.type in ("result", "error", "plan"):
+            return False
+        if env.type == "alert" and getattr(env.body, "severity", "") == "fatal":
+            return False
+    return True
+
+
+def engine_command(spec: JobSpec, spec_path: str) -> list[str]:
+    """`python -m engine --spec FILE`, or through `accelerate launch` for a job with several processes."""
+    python = paths.engine_python()
+    if spec.processes <= 1:
+        return [python, "-m", "engine", "--spec", spec_path]
+    return [python, "-m", "accelerate.commands.launch", *paths.accelerate_args(spec.processes),
+            "-m", "engine", "--spec", spec_path]
 
 
 def failure_message(events, run_dir: Path) -> str:

@@ -68,3 +68,9 @@ def engine_python() -> str:
             "installed. Set NIGHTSCHOOL_ENGINE_PYTHON to that interpreter (see README, 'Packaged app')."
         )
     return sys.executable
+
+
+def accelerate_args(processes: int) -> list[str]:
+    """`accelerate launch` options for a multi-process job (the multi-GPU helper refines this: FSDP/DeepSpeed
+    config files when GPUs are present, CPU processes otherwise)."""
+    return ["--num_processes", str(processes), "--num_machines", "1", "--mixed_precision", "no", "--cpu"]

@@ -18,7 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 1  # 1: `built` and `report` (dataset workers)
+PROTOCOL_MINOR = 2  # 1: `built` and `report` (dataset workers); 2: alert severity + diagnosis, result lineage,
+# `plan` (dry run), metrics rewards, state `resuming`
 MAX_FRAME = 4 * 1024 * 1024  # bytes of JSON in one frame
 HEADER = struct.Struct(">I")
 
@@ -57,7 +58,7 @@ class Hello(Body):
 
 # --- engine -> client ------------------------------------------------------------------------
 class State(Body):
-    state: Literal["starting", "loading", "running", "paused", "stopping", "saving", "completed", "stopped",
+    state: Literal["starting", "loading", "resuming", "running", "paused", "stopping", "saving", "completed", "stopped",
                    "failed"]
     detail: str = ""
 
@@ -82,6 +83,8 @@ class Metrics(Body):
     vram_mb: float | None = None
     vram_total_mb: float | None = None
     gpu_util: float | None = None
+    reward: float | None = None  # RL recipes: mean reward of the step's completions
+    rewards: dict[str, float] = Field(default_factory=dict)  # RL: per reward component
     nonfinite: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")
@@ -105,9 +108,11 @@ class Log(Body):
 
 
 class Alert(Body):
-    kind: str  # nan | divergence | overfit | stall | dead-lr | grad-explosion
+    kind: str  # nan | divergence | grad-explosion | overfit | overfit-watch | dead-lr | stall | budget
     message: str
     step: int | None = None
+    severity: Literal["info", "warning", "fatal"] = "warning"  # fatal: the run was stopped
+    diagnosis_path: str | None = None  # the run's diagnosis.md (what was seen, causes, what to do)
 
 
 class Checkpoint(Body):
@@ -125,6 +130,26 @@ class Result(Body):
     dataset_sha256: str
     base_model: str
     metrics: dict[str, float | int | None] = Field(default_factory=dict)
+    recipe: str = "sft"
+    method: str = "lora"  # lora | qlora | full (then adapter_path holds the whole model)
+    stop_reason: str = ""  # why a `stopped` run stopped: user | budget: … 
+    best_checkpoint: str | None = None  # by eval loss, when there was eval data
+    resumed_from: list[int] = Field(default_factory=list)  # checkpoint steps this run resumed from
+    config_fingerprint: str = ""
+    code_hash: str = ""
+
+
+class Plan(Body):
+    """A dry run's verdict: the spec is valid (or not) and what training it would do."""
+
+    ok: bool
+    recipe: str
+    examples: int
+    eval_examples: int = 0
+    steps: int = 0
+    tokens: int = 0  # tokens the plan would train on (examples x epochs, capped by the steps)
+    eta_s: float | None = None
+    problems: list[str] = Field(default_factory=list)
 
 
 class Built(Body):
@@ -185,7 +210,7 @@ class Ping(Body):
 
 REGISTRY: dict[str, type[Body]] = {
     "hello": Hello, "state": State, "progress": Progress, "metrics": Metrics, "log": Log, "alert": Alert,
-    "checkpoint": Checkpoint, "result": Result, "built": Built, "report": Report, "error": Error, "ack": Ack, "pong": Pong,
+    "checkpoint": Checkpoint, "result": Result, "plan": Plan, "built": Built, "report": Report, "error": Error, "ack": Ack, "pong": Pong,
     "pause": Pause, "resume": Resume, "stop": Stop, "checkpoint_now": CheckpointNow, "ping": Ping,
 }
 TYPE_OF: dict[type[Body], str] = {cls: name for name, cls in REGISTRY.items()}

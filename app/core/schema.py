@@ -16,13 +16,17 @@ class Base(DeclarativeBase):
 
 
 class Job(Base):
-    """A unit of work the user asked for (now: an SFT training job)."""
+    """A training job (any recipe) in the queue: queued -> running -> completed | failed | stopped (or held,
+    cancelled, validated for a dry run)."""
 
     __tablename__ = "jobs"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     kind: Mapped[str] = mapped_column(String(20), default="sft")
     state: Mapped[str] = mapped_column(String(20), default="queued", index=True)
-    priority: Mapped[str] = mapped_column(String(10), default="normal")
+    priority: Mapped[str] = mapped_column(String(10), default="normal")  # high | normal | low
+    position: Mapped[float] = mapped_column(Float, default=0.0)  # FIFO within a priority; reordering moves it
+    config_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    source: Mapped[str] = mapped_column(String(20), default="user")  # user | inbox | cli | loop
     dataset_path: Mapped[str] = mapped_column(Text)
     dataset_sha256: Mapped[str] = mapped_column(String(64))
     model_ref: Mapped[str] = mapped_column(Text)
@@ -45,6 +49,7 @@ class Run(Base):
     socket_path: Mapped[str] = mapped_column(Text)
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     pid_started: Mapped[float | None] = mapped_column(Float, nullable=True)
+    resume_step: Mapped[int | None] = mapped_column(Integer, nullable=True)  # the checkpoint it resumed from
     state: Mapped[str] = mapped_column(String(20), default="starting")
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     result_json: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -67,6 +72,14 @@ class CheckpointRow(Base):
     sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     run: Mapped[Run] = relationship(back_populates="checkpoints")
+
+
+class Setting(Base):
+    """An app setting (queue paused, concurrent jobs …) as JSON text."""
+
+    __tablename__ = "settings"
+    key: Mapped[str] = mapped_column(String(60), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
 
 
 class CaptureFile(Base):

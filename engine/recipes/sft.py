@@ -1,142 +1,74 @@
-"""LoRA SFT recipe: TRL SFTTrainer + PEFT on chat `messages` JSONL, loss on assistant tokens only.
+"""SFT recipe: TRL SFTTrainer on chat `messages` (LoRA, QLoRA or full), loss on assistant tokens only.
 
-Shape (torchtune-like): setup -> train -> save -> result. The engine entry point supplies the server.
+A built dataset's examples carry the exact tokens and assistant mask they were checked with; they are trained as
+they are when the model's template still renders them identically, else re-rendered (and the log says so).
 """
 from __future__ import annotations
 
-import json
-import os
-import statistics
-from pathlib import Path
-
 from app.core import protocol as P
-from app.core.fingerprint import sha256_dir, sha256_file
-from app.core.spec import JobSpec
-from engine import chat_template, models
+from engine import chat_template
 from engine.errors import EngineError
-from engine.server import EngineServer
+from engine.recipes.base import Recipe
 
 
-def load_records(spec: JobSpec) -> list[dict]:
-    """Read the dataset snapshot; refuse it if it is not the one the spec was written for."""
-    path = Path(spec.dataset_path)
-    if not path.is_file():
-        raise EngineError("the dataset snapshot is missing", why=f"{path} does not exist",
-                          fix="start the job again from the original file")
-    if sha256_file(path) != spec.dataset_sha256:
-        raise EngineError("the dataset snapshot changed after the job was created",
-                          why="its sha256 no longer matches the spec", fix="start the job again")
-    with path.open(encoding="utf-8") as fh:
-        return [{"messages": chat_template.normalise(json.loads(line)["messages"])} for line in fh if line.strip()]
+class SFTRecipe(Recipe):
+    name = "sft"
+
+    def rows(self, records: list[dict]) -> list[dict]:
+        return [{"messages": chat_template.normalise(r["messages"]),
+                 **({"input_ids": r["input_ids"], "assistant_masks": r["assistant_masks"]}
+                    if _pretokenised(r) else {})} for r in records if r.get("messages")]
+
+    def config_class(self):
+        from trl import SFTConfig
+
+        return SFTConfig
+
+    def recipe_args(self) -> dict:
+        args = {"max_length": self.h.max_length, "assistant_only_loss": True}
+        if self.h.packing:
+            args.update(packing=True, padding_free=True)
+        return args
+
+    def prepare_tokenizer(self) -> None:
+        """Swap in a training template with generation markers; the original is saved with the adapter."""
+        original = self.tokenizer.chat_template
+        patched = chat_template.training_template(original)
+        if patched is None:
+            raise EngineError("this model's chat template cannot mark assistant tokens",
+                              why="loss must fall on assistant turns only, and no training template is known for it",
+                              fix="choose a model with a ChatML or TRL-supported chat template")
+        if patched != original:
+            self.server.emit(P.Log(message="chat template: added {% generation %} markers for assistant-only loss"))
+        self.original_template = original
+        self.tokenizer.chat_template = patched
+
+    def tokens_of(self, rows: list[dict]) -> int:
+        if rows and "input_ids" in rows[0]:
+            return sum(len(r["input_ids"]) for r in rows)
+        return super().tokens_of(rows)
+
+    def make_trainer(self, model, args, train, evaluation, peft_config, callbacks):
+        from trl import SFTTrainer
+
+        train, evaluation = self._stored_or_rendered(train), self._stored_or_rendered(evaluation)
+        return SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation,
+                          processing_class=self.tokenizer, peft_config=peft_config, callbacks=callbacks)
+
+    def _stored_or_rendered(self, data):
+        """Stored tokens when the template reproduces them (checked on the first example), else messages only."""
+        if data is None or "input_ids" not in data.column_names:
+            return data
+        first = data[0]
+        rendered = self.tokenizer.apply_chat_template(first["messages"], tokenize=True, return_dict=True,
+                                                      return_assistant_tokens_mask=True)
+        if list(rendered["input_ids"]) == list(first["input_ids"]):
+            self.server.emit(P.Log(message="training on the dataset's stored tokens and assistant masks"))
+            return data.remove_columns(["messages"])
+        self.server.emit(P.Log(level="warning", message="the dataset was rendered with another chat template than "
+                               "this model's: re-rendering its messages (rebuild the dataset for this model)"))
+        return data.remove_columns(["input_ids", "assistant_masks"])
 
 
-def training_args(spec: JobSpec, cuda: bool):
-    from trl import SFTConfig
-
-    h = spec.hyper
-    return SFTConfig(
-        output_dir=str(Path(spec.run_dir) / "trainer"),
-        max_steps=h.max_steps if h.max_steps > 0 else -1,
-        num_train_epochs=h.epochs,
-        per_device_train_batch_size=h.batch_size,
-        gradient_accumulation_steps=h.grad_accum,
-        learning_rate=h.learning_rate,
-        warmup_steps=h.warmup,
-        logging_steps=h.logging_steps,
-        save_strategy="steps",
-        save_steps=h.save_steps,
-        save_total_limit=3,
-        seed=h.seed,
-        max_length=h.max_length,
-        assistant_only_loss=True,
-        report_to="none",
-        disable_tqdm=True,
-        bf16=cuda,
-        use_cpu=not cuda,
-        dataloader_num_workers=0,
-    )
-
-
-def lora_config(spec: JobSpec):
-    from peft import LoraConfig
-
-    h = spec.hyper
-    return LoraConfig(r=h.lora_r, lora_alpha=h.lora_alpha, lora_dropout=h.lora_dropout,
-                      target_modules="all-linear", task_type="CAUSAL_LM")
-
-
-def prepare_tokenizer(tokenizer, server: EngineServer) -> str | None:
-    """Swap in a training template with generation markers; return the original to save with the adapter."""
-    original = tokenizer.chat_template
-    patched = chat_template.training_template(original)
-    if patched is None:
-        raise EngineError("this model's chat template cannot mark assistant tokens",
-                          why="loss must fall on assistant turns only, and no training template is known for it",
-                          fix="choose a model with a ChatML or TRL-supported chat template")
-    if patched != original:
-        server.emit(P.Log(message="chat template: added {% generation %} markers for assistant-only loss"))
-    tokenizer.chat_template = patched
-    return original
-
-
-def build_trainer(spec: JobSpec, server: EngineServer, callback):
-    """Load model + data and return (trainer, tokenizer, original template, base label)."""
-    import torch
-    from datasets import Dataset
-    from trl import SFTTrainer
-
-    def report(message: str, step: int, total: int) -> None:
-        server.emit(P.Log(message=message))
-        server.emit(P.Progress(step=step, total=total, phase="load_model"))
-
-    records = load_records(spec)
-    model, tokenizer, label = models.load_for_training(spec.model, Path(spec.models_dir), report)
-    original = prepare_tokenizer(tokenizer, server)
-    args = training_args(spec, torch.cuda.is_available())
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(records),
-                         processing_class=tokenizer, peft_config=lora_config(spec), callbacks=[callback])
-    return trainer, tokenizer, original, label
-
-
-def save_adapter(trainer, tokenizer, original_template, run_dir: Path) -> Path:
-    adapter = run_dir / "adapter"
-    trainer.model.save_pretrained(str(adapter))
-    tokenizer.chat_template = original_template
-    tokenizer.save_pretrained(str(adapter))
-    return adapter
-
-
-def write_result(run_dir: Path, result: P.Result) -> None:
-    """result.json, written atomically (temp + rename)."""
-    tmp = run_dir / "result.json.tmp"
-    tmp.write_text(result.model_dump_json(indent=2), encoding="utf-8")
-    os.replace(tmp, run_dir / "result.json")
-
-
-def run(spec: JobSpec, spec_sha256: str, server: EngineServer) -> P.Result:
-    """Train, save the adapter, write and emit the result."""
-    import torch
-
-    from engine.callbacks import StreamCallback
-
-    callback = StreamCallback(server, torch)
-    trainer, tokenizer, original, label = build_trainer(spec, server, callback)
-    output = trainer.train()
-    stopped = server.controls.stop_requested.is_set()
-    server.emit(P.State(state="saving", detail="saving the LoRA adapter"))
-    run_dir = Path(spec.run_dir)
-    adapter = save_adapter(trainer, tokenizer, original, run_dir)
-    rates = callback.tokens_per_s
-    result = P.Result(
-        job_id=spec.job_id, status="stopped" if stopped else "completed", adapter_path=str(adapter),
-        adapter_sha256=sha256_dir(adapter), spec_sha256=spec_sha256, dataset_sha256=spec.dataset_sha256,
-        base_model=spec.model,
-        metrics={"steps": trainer.state.global_step, "first_loss": callback.first_loss,
-                 "last_loss": callback.last_loss, "train_loss": output.training_loss,
-                 "train_runtime_s": output.metrics.get("train_runtime"),
-                 "tokens_per_s": statistics.median(rates) if rates else None},
-    )
-    write_result(run_dir, result)
-    server.emit(P.Log(message=f"adapter saved to {adapter} (base: {label})"))
-    server.emit(result)
-    return result
+def _pretokenised(record: dict) -> bool:
+    return isinstance(record.get("input_ids"), list) and isinstance(record.get("assistant_masks"), list)
