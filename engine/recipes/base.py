@@ -79,7 +79,8 @@ class Recipe:
 
     def tokens_of(self, rows: list[dict]) -> int:
         """Tokens a pass over `rows` trains on (for the plan, the ETA and the token budget)."""
-        return sum(len(self.tokenizer.apply_chat_template(_messages_of(r), tokenize=True)) for r in rows)
+        return sum(len(self.tokenizer.apply_chat_template(_messages_of(r), tokenize=True, return_dict=True)
+                       ["input_ids"]) for r in rows)
 
     # --- plan --------------------------------------------------------------------------------
     def plan_steps(self, n_rows: int) -> int:
