@@ -165,7 +165,8 @@ class JobManager:
         spec, _ = JobSpec.read(Path(job.spec_path))
         if spec.dry_run:
             return self._end_dry_run(job_id, run.id, run_dir, exit_code, events)
-        if not result_file.is_file() and crashed(events) and self._may_resume(job_id):
+        died = not result_file.is_file() and crashed(events)
+        if died and self._may_resume(job_id):
             return self._resume_after_crash(job_id, run.id, exit_code)
         if result_file.is_file():
             raw = result_file.read_text(encoding="utf-8")
@@ -178,14 +179,17 @@ class JobManager:
                 error = str(exc)
         else:
             error = failure_message(events, run_dir)
+            if died and len(self.runs(job_id)) > 1:
+                error = (f"the engine died {len(self.runs(job_id))} times, the last {MAX_CRASHES_WITHOUT_PROGRESS} "
+                         "without passing a new checkpoint, so it is not restarted again (retry it from the queue "
+                         f"once the cause is fixed). {error}")
         self._record_end(job_id, run.id, state, error, raw, exit_code, events)
         return self.job(job_id)
 
     def _may_resume(self, job_id: str) -> bool:
         """Auto-resume a crashed engine unless it keeps crashing: at most MAX_AUTO_RESUMES per job, and no more
         after MAX_CRASHES_WITHOUT_PROGRESS crashes in a row that resumed from the same checkpoint."""
-        with self.store.session() as s:
-            runs = list(s.scalars(select(Run).where(Run.job_id == job_id).order_by(Run.id)))
+        runs = self.runs(job_id)
         if sum(r.state == "crashed" for r in runs) >= MAX_AUTO_RESUMES:
             return False
         tail = [runs[-1].resume_step]  # the run that just died, then the crashed ones before it
@@ -267,6 +271,10 @@ class JobManager:
             if states:
                 q = q.where(Job.state.in_(states))
             return list(s.scalars(q))
+
+    def runs(self, job_id: str) -> list[Run]:
+        with self.store.session() as s:
+            return list(s.scalars(select(Run).where(Run.job_id == job_id).order_by(Run.id)))
 
     def latest_run(self, job_id: str) -> Run | None:
         with self.store.session() as s:

@@ -5,6 +5,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,11 @@ def _send(manager, job_id, command):
 
 def _running(events) -> bool:
     return len(of_type(events, "metrics")) >= 3
+
+
+def _this_attempt_running(events) -> bool:
+    starts = [i for i, e in enumerate(events) if e.type == "state" and e.body.state == "starting"]
+    return _running(events[starts[-1]:]) if starts else False
 
 
 def test_pause_resume_checkpoint_and_stop(manager, chat_file, tiny_model):
@@ -96,13 +102,19 @@ def test_a_folder_that_is_not_loadable_fails_with_the_reason(manager, chat_file,
     assert "engine stderr" in job.error  # the tail of the engine's stderr comes with it
 
 
-def test_an_engine_killed_mid_job_shows_failed_with_its_stderr(manager, chat_file, tiny_model):
-    job = manager.submit(chat_file, model=str(tiny_model), hyper=fast_hyper(max_steps=5000))
-    run = manager.latest_run(job.id)
-    wait_for_events(run.run_dir, _running, alive=lambda: manager.is_alive(run))
-    os.kill(run.pid, signal.SIGKILL)
-    job = manager.wait(job.id, timeout=60)
-    assert job.state == "failed" and "exited without a result" in job.error
+def test_an_engine_that_keeps_dying_without_progress_is_given_up_with_its_stderr(manager, chat_file, tiny_model):
+    job = manager.submit(chat_file, model=str(tiny_model), hyper=fast_hyper(max_steps=5000, save_steps=4000))
+    for attempt in range(3):  # killed before its first checkpoint each time: resumed twice, then given up
+        run = manager.latest_run(job.id)
+        wait_for_events(run.run_dir, _this_attempt_running, alive=lambda r=run: manager.is_alive(r))
+        os.kill(run.pid, signal.SIGKILL)
+        job = manager.wait(job.id, timeout=60) if attempt == 2 else job
+        if attempt < 2:
+            while manager.is_alive(run):
+                time.sleep(0.02)
+            assert manager.reconcile() == [job.id] and manager.job(job.id).state == "running"
+    assert job.state == "failed" and "died 3 times" in job.error and "exited without a result" in job.error
+    assert [r.state for r in manager.runs(job.id)] == ["crashed", "crashed", "failed"]
     assert manager.checkpoints(job.id) == []
 
 
