@@ -13,6 +13,7 @@ from pathlib import Path
 from app.core import protocol as P
 from app.core.modelref import ModelRefError
 from app.core.spec import JobSpec
+from engine import distributed
 from engine.errors import EngineError
 from engine.server import EngineServer
 
@@ -23,14 +24,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _fail(server: EngineServer, body: P.Error) -> int:
+def _fail(server: EngineServer | distributed.SilentServer, body: P.Error) -> int:
     server.emit(body)
     server.emit(P.State(state="failed", detail=body.message))
     print(f"error: {body.message}. {body.why} {body.fix}".strip(), file=sys.stderr)
     return 1
 
 
-def run_job(spec: JobSpec, spec_sha256: str, server: EngineServer) -> int:
+def run_job(spec: JobSpec, spec_sha256: str, server: EngineServer | distributed.SilentServer) -> int:
     server.emit(P.State(state="loading", detail="loading the training stack and the model"))
     try:
         from engine.recipes import recipe_for
@@ -39,6 +40,9 @@ def run_job(spec: JobSpec, spec_sha256: str, server: EngineServer) -> int:
             recipe = recipe_for(spec.kind)(spec, spec_sha256, server)
         except (ValueError, ImportError) as exc:
             raise EngineError(f"this engine cannot run {spec.kind!r} jobs", why=str(exc)) from exc
+        distributed.prepare(recipe)
+        if not distributed.is_main():  # another rank of a multi-process job: trains in step, reports nothing
+            return 0 if spec.dry_run else distributed.run_worker(recipe)
         if spec.dry_run:
             plan = recipe.dry_run()
             server.emit(P.State(state="completed" if plan.ok else "failed", detail="dry run: " + (
@@ -62,8 +66,12 @@ def run_job(spec: JobSpec, spec_sha256: str, server: EngineServer) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     spec, spec_sha256 = JobSpec.read(args.spec)
+    distributed.configure_env()
+    distributed.watch_parent()  # a rank of a multi-process job ends with its launcher
     run_dir = Path(spec.run_dir)
-    server = EngineServer(spec.job_id, Path(spec.socket_path), spec.token, run_dir / "events.jsonl", spec.kind)
+    # only the main process (rank 0) binds the socket and writes events.jsonl; other ranks get a silent stand-in
+    server = distributed.server_for(spec.job_id, Path(spec.socket_path), spec.token, run_dir / "events.jsonl",
+                                    spec.kind)
     server.start()
     server.emit(P.State(state="starting", detail=f"engine pid {os.getpid()}"))
     try:

@@ -7,7 +7,7 @@ import time
 from transformers import TrainerCallback
 
 from app.core import protocol as P
-from engine import monitor
+from engine import distributed, monitor
 from engine.server import EngineServer
 
 PROGRESS_MIN_INTERVAL_S = 0.1  # progress events at most 10 Hz
@@ -34,6 +34,8 @@ class StreamCallback(TrainerCallback):
         self.started = time.monotonic()
         self._last_tokens = None  # the first log sets the baseline (a resumed run's counter does not start at 0)
         self.start_step = state.global_step
+        if world := distributed.describe():  # e.g. "2 processes (gloo, cpu)"
+            self.server.emit(P.Log(message=world))
         self.server.emit(P.State(state="running", detail=f"{state.max_steps} steps"
                                  + (f", from step {state.global_step}" if state.global_step else "")))
         self._progress(state, force=True)
@@ -62,30 +64,35 @@ class StreamCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         self._progress(state, force=state.global_step >= state.max_steps)
         c = self.server.controls
-        if c.checkpoint_requested.is_set():
+        flags = distributed.exchange(c)  # one snapshot (rank 0's when there are several processes)
+        if flags.checkpoint:
             c.checkpoint_requested.clear()
             control.should_save = True
             self.save_reason = "requested"
-        if c.paused:
-            self._wait_while_paused(state)
-        if c.stop_requested.is_set():
+        if flags.paused:
+            flags = self._wait_while_paused(state)
+        if flags.stop:
             self.server.emit(P.State(state="stopping", detail="saving a checkpoint, then exiting"))
             control.should_save = True
             control.should_training_stop = True
             self.save_reason = "stop"
         return control
 
+    def on_save(self, args, state, control, **kwargs):
+        distributed.barrier()  # every process has written its part before rank 0 seals the checkpoint
+
     def on_train_end(self, args, state, control, **kwargs):
         self._progress(state, force=True)  # the last step is always reported, throttle or not
 
     # --- helpers -----------------------------------------------------------------------------
-    def _wait_while_paused(self, state) -> None:
+    def _wait_while_paused(self, state) -> distributed.Flags:
         self.server.emit(P.State(state="paused", detail=f"at step {state.global_step}"))
         paused_at = time.monotonic()
-        self.server.controls.resume_event.wait()
+        flags = distributed.wait_while_paused(self.server.controls)
         self.started += time.monotonic() - paused_at  # the ETA ignores time spent paused
-        if not self.server.controls.stop_requested.is_set():
+        if not flags.stop:
             self.server.emit(P.State(state="running", detail="resumed"))
+        return flags
 
     def _progress(self, state, force: bool = False) -> None:
         now = time.monotonic()

@@ -95,7 +95,9 @@ def load_for_training(ref: str, models_dir: Path, report: Report = _quiet, quant
     started = time.monotonic()
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        extra = {"quantization_config": quantization, "device_map": {"": 0}} if quantization else {}
+        from engine.distributed import local_rank
+
+        extra = {"quantization_config": quantization, "device_map": {"": local_rank()}} if quantization else {}
         model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **extra)
     except Exception as exc:  # transformers raises OSError, ValueError, KeyError… for a bad folder
         if Path(source).exists():

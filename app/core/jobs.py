@@ -84,7 +84,7 @@ class JobManager:
         if start:
             try:
                 self.launch(job_id)
-            except OSError as exc:
+            except (OSError, paths.SetupError) as exc:
                 self._mark_failed(job_id, f"the engine could not be started: {exc}. Check the installation "
                                           "(bash packaging/install.sh) or NIGHTSCHOOL_ENGINE_PYTHON.")
         return self.job(job_id)
@@ -211,7 +211,7 @@ class JobManager:
                 return self.job(job_id)  # another process saw it first and resumed it
         try:
             self.launch(job_id)
-        except OSError as exc:
+        except (OSError, paths.SetupError) as exc:
             self._mark_failed(job_id, f"the engine crashed and could not be restarted: {exc}")
         return self.job(job_id)
 

@@ -102,7 +102,7 @@ class Recipe:
             seed=h.seed, data_seed=h.seed, report_to="none", disable_tqdm=True,
             bf16=cuda and torch.cuda.is_bf16_supported(), use_cpu=not cuda, dataloader_num_workers=0,
             include_num_input_tokens_seen="non_padding", remove_unused_columns=False,
-            logging_nan_inf_filter=False,  # a NaN loss is logged as NaN (the checker stops the run), not hidden
+            logging_nan_inf_filter=False, ddp_find_unused_parameters=False,  # a NaN loss is logged as NaN (the checker stops the run), not hidden
         )
         common.update(self.recipe_args())
         return self.config_class()(**common)
