@@ -170,9 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     gui.set_defaults(func=cmd_gui)
     from app.cli_capture import register
     from app.cli_datasets import register as register_datasets
+    from app.cli_queue import register as register_queue
 
     register(sub)
     register_datasets(sub)
+    register_queue(sub)
     return parser
 
 
