@@ -1,14 +1,21 @@
-"""Training panel: job list, live loss and memory charts, pause/resume/stop, open-a-dataset and a message banner."""
+"""Training panel: job list, alerts with their diagnosis, live charts (loss + eval loss, learning rate, gradient norm,
+throughput, memory, GPU utilisation, RL reward), pause/resume/stop, open-a-dataset and a message banner."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSplitter,
+                               QVBoxLayout, QWidget)
 
 from app.core.spec import DEFAULT_MODEL
-from app.ui.training import LIVE_STATES, TrainingController
-from widgets.charts import LossChart, MemoryChart
+from app.ui.training import LIVE_STATES, REWARD_PREFIX, TrainingController, read_diagnosis
+from widgets.alerts import AlertList
+from widgets.charts import (GpuChart, GradNormChart, LiveChart, LossChart, LrChart, MemoryChart, RewardChart,
+                            ThroughputChart)
 from widgets.job_table import JobTable
+
+NO_GPU = "no GPU — training on the CPU"
 
 BANNER_STYLE = {"error": "background:#5c1f24;color:#ffd7d7;padding:8px;border-radius:4px;",
                 "info": "background:#1f3b5c;color:#d7e8ff;padding:8px;border-radius:4px;"}
@@ -21,9 +28,13 @@ class TrainingPanel(QWidget):
         super().__init__(parent)
         self.controller = controller
         self.selected: str | None = None
+        self._side_state: tuple | None = None
         self._build()
         controller.job_changed.connect(self._on_job_changed)
         controller.point.connect(self._on_point)
+        controller.rewound.connect(self._on_rewound)
+        controller.resumed.connect(self._on_resumed)
+        controller.alert.connect(self._on_alert)
         controller.message.connect(self.show_message)
 
     # --- layout ------------------------------------------------------------------------------
@@ -48,14 +59,28 @@ class TrainingPanel(QWidget):
         self.banner.hide()
         self.table = JobTable()
         self.table.job_selected.connect(self.select_job)
-        self.loss_chart, self.memory_chart = LossChart(), MemoryChart()
-        charts = QSplitter(Qt.Orientation.Vertical)
-        charts.addWidget(self.loss_chart)
-        charts.addWidget(self.memory_chart)
+        self.alerts = AlertList()
+        self.alerts.alert_selected.connect(self._on_alert_selected)
+        left = QSplitter(Qt.Orientation.Vertical)
+        left.addWidget(self.table)
+        left.addWidget(self.alerts)
+        left.setSizes([260, 340])
+        left.setChildrenCollapsible(False)
+        self.loss_chart, self.lr_chart, self.grad_chart = LossChart(), LrChart(), GradNormChart()
+        self.throughput_chart, self.memory_chart, self.gpu_chart = ThroughputChart(), MemoryChart(), GpuChart()
+        self.reward_chart = RewardChart()
+        charts = QWidget()
+        self.grid = QGridLayout(charts)
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        self.grid.setSpacing(4)
+        for chart in self.charts():
+            chart.setMinimumSize(220, 120)
+        self._layout_charts(gpu=True, reward=False)
         split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self.table)
+        split.addWidget(left)
         split.addWidget(charts)
-        split.setSizes([430, 650])
+        split.setStretchFactor(1, 1)
+        split.setSizes([420, 820])
         self.detail = QLabel("No job selected.")
         self.detail.setWordWrap(True)
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -104,10 +129,29 @@ class TrainingPanel(QWidget):
         self.selected = job_id
         self.table.select(job_id)
         view = self.controller.jobs[job_id]
-        for chart, series, pts in ((self.loss_chart, "loss", view.loss_pts), (self.memory_chart, "RAM", view.ram_pts),
-                                   (self.memory_chart, "VRAM", view.vram_pts)):
-            chart.set_series(series, [p[0] for p in pts], [p[1] for p in pts])
+        for chart in self.charts():
+            chart.clear_all()
+        for series, pts in view.series.items():
+            self.chart_for(series).set_series(series, [p[0] for p in pts], [p[1] for p in pts])
+        for step in view.resumes:
+            self._on_resumed(job_id, step)
+        self.alerts.clear()
+        for index in range(len(view.alerts)):
+            self._on_alert(job_id, index)
+        self._update_side_charts(view)
         self._on_job_changed(job_id)
+
+    def charts(self) -> list[LiveChart]:
+        return [self.loss_chart, self.lr_chart, self.grad_chart, self.throughput_chart, self.memory_chart,
+                self.gpu_chart, self.reward_chart]
+
+    def chart_for(self, series: str) -> LiveChart:
+        """The chart that plots a controller series."""
+        if series.startswith("reward"):
+            return self.reward_chart
+        return {"loss": self.loss_chart, "eval loss": self.loss_chart, "lr": self.lr_chart,
+                "grad norm": self.grad_chart, "tokens/s": self.throughput_chart, "RAM": self.memory_chart,
+                "VRAM": self.memory_chart, "GPU": self.gpu_chart}[series]
 
     def _on_job_changed(self, job_id: str) -> None:
         view = self.controller.jobs[job_id]
@@ -120,8 +164,72 @@ class TrainingPanel(QWidget):
             self._update_buttons()
 
     def _on_point(self, job_id: str, series: str, x: float, y: float) -> None:
+        if job_id != self.selected:
+            return
+        self.chart_for(series).append(series, x, y)
+        self._update_side_charts(self.controller.jobs[job_id])
+
+    def _on_rewound(self, job_id: str, series: str, x: float) -> None:
         if job_id == self.selected:
-            (self.loss_chart if series == "loss" else self.memory_chart).append(series, x, y)
+            self.chart_for(series).truncate(series, x)
+
+    def _on_resumed(self, job_id: str, step: int) -> None:
+        if job_id != self.selected:
+            return
+        for chart in self.charts():
+            chart.add_marker(step, f"resumed from {step}" if chart is self.loss_chart else "")
+
+    def _update_side_charts(self, view) -> None:
+        """GPU chart: a notice while no GPU was reported; reward chart: shown for jobs that report rewards."""
+        has_reward = any(name == "reward" or name.startswith(REWARD_PREFIX) for name in view.series)
+        state = (view.id, view.gpu_reported, view.metrics_seen, has_reward)
+        if state == self._side_state:
+            return  # called for every point: only a change touches the widgets
+        self._side_state = state
+        if view.gpu_reported:
+            self.gpu_chart.set_notice(None)
+        else:
+            self.gpu_chart.set_notice(NO_GPU if view.metrics_seen else "no metrics yet")
+        self._layout_charts(gpu=view.gpu_reported or not has_reward, reward=has_reward)
+
+    def _layout_charts(self, gpu: bool, reward: bool) -> None:
+        """Two columns: loss | lr, grad norm | tokens/s, memory | GPU, then the reward across both for RL jobs;
+        an RL job without a GPU shows its reward where the GPU chart would say "no GPU"."""
+        if (gpu, reward) == getattr(self, "_layout", None):
+            return
+        self._layout = (gpu, reward)
+        order = [self.loss_chart, self.lr_chart, self.grad_chart, self.throughput_chart, self.memory_chart]
+        order += [c for c, shown in ((self.gpu_chart, gpu), (self.reward_chart, reward)) if shown]
+        for chart in self.charts():
+            self.grid.removeWidget(chart)
+        for i, chart in enumerate(order):
+            wide = len(order) % 2 == 1 and i == len(order) - 1
+            self.grid.addWidget(chart, i // 2, 0 if wide else i % 2, 1, 2 if wide else 1)
+        for chart in self.charts():
+            chart.setVisible(chart in order)
+        rows = (len(order) + 1) // 2
+        for row in range(4):
+            self.grid.setRowStretch(row, 1 if row < rows else 0)  # equal rows, whatever the plots' size hints
+        for col in range(2):
+            self.grid.setColumnStretch(col, 1)
+
+    # --- alerts ------------------------------------------------------------------------------------
+    def _on_alert(self, job_id: str, index: int) -> None:
+        if job_id != self.selected:
+            return
+        alert = self.controller.jobs[job_id].alerts[index]
+        row = self.alerts.add(alert.severity, alert.kind, alert.step, alert.message)
+        if alert.severity == "fatal" and self.alerts.selected() is None:
+            self.alerts.select(row)  # the run was stopped: say why at once
+
+    def _on_alert_selected(self, index: int) -> None:
+        view = self.controller.jobs.get(self.selected) if self.selected else None
+        if view is None or index >= len(view.alerts):
+            return
+        alert = view.alerts[index]
+        readable = alert.diagnosis_path and Path(alert.diagnosis_path).is_file()
+        self.alerts.show_diagnosis(read_diagnosis(alert), file=alert.diagnosis_path if readable else None)
+        self.loss_chart.highlight(alert.step)
 
     def _describe(self, view) -> str:
         text = f"<b>{view.id}</b> — {view.state}"

@@ -1,9 +1,13 @@
-"""GUI (offscreen): a dropped file starts a job, the loss chart gets the streamed points, stop works, re-attach."""
+"""GUI (offscreen): a dropped file starts a job, the charts get the streamed points, stop works, re-attach."""
 from __future__ import annotations
+
+from pathlib import Path
 
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 
+from app.core.events import read_events
+from app.ui.training_panel import NO_GPU
 from tests.conftest import write_jsonl
 
 TIMEOUT_MS = 240_000
@@ -43,6 +47,23 @@ def test_dropped_file_trains_and_the_loss_chart_fills(qtbot, make_window, chat_f
     losses = [y for _, y in panel.loss_chart.points("loss")]
     assert losses[-1] < losses[0]
     assert len(panel.memory_chart.points("RAM")) == 30 and panel.memory_chart.points("VRAM") == []
+    # the other charts get the engine's real metrics (tokens/s needs two steps to measure a rate)
+    assert [x for x, _ in panel.lr_chart.points("lr")] == list(range(1, 31))
+    assert [x for x, _ in panel.grad_chart.points("grad norm")] == list(range(1, 31))
+    assert [x for x, _ in panel.throughput_chart.points("tokens/s")] == list(range(2, 31))
+    assert all(y > 0 for _, y in panel.throughput_chart.points("tokens/s"))
+    gpu = panel.gpu_chart.points("GPU")
+    assert (panel.gpu_chart.notice(), len(gpu)) in ((NO_GPU, 0), ("", 30))  # "no GPU", or its utilisation
+    assert panel.reward_chart.isHidden()  # not an RL job
+    # the checker's alerts (this fast, high-lr run often has a gradient spike) are listed with their diagnosis
+    run_dir = Path(window.controller.manager.latest_run(job_id).run_dir)
+    alerts = [e.body for e in read_events(run_dir / "events.jsonl") if e.type == "alert"]
+    assert [panel.alerts.row(i)["kind"] for i in range(panel.alerts.count())] == [a.kind for a in alerts]
+    assert panel.alerts.badge.text() == str(len(alerts))
+    if alerts:
+        panel.alerts.select(0)
+        assert alerts[0].message in (run_dir / "diagnosis.md").read_text(encoding="utf-8")
+        assert alerts[0].message in panel.alerts.diagnosis_text()
     assert panel.table.text(job_id, "State") == "completed"
     assert panel.table.progress(job_id) == (30, 30)
 
