@@ -10,7 +10,7 @@ from pathlib import Path
 from app.core import paths
 from app.core.chatdata import DatasetError
 from app.core.modelref import ModelRefError
-from app.core.spec import DEFAULT_MODEL, Hyper
+from app.core.spec import DEFAULT_MODEL, RECIPES, Hyper
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 SAMPLE = RESOURCES / "sample_chat.jsonl"
@@ -40,6 +40,8 @@ def cmd_default(args: argparse.Namespace) -> int:
           "Your own data: nightschool train FILE.jsonl   ·   Jobs: nightschool jobs   ·   "
           f"Data dir: {paths.data_dir()}\n")
     args.file, args.model, args.detach = str(SAMPLE), DEFAULT_MODEL, False
+    args.recipe, args.priority, args.eval, args.dry_run = "sft", "high", None, False
+    args.hyper_base = {"epochs": 100, "batch_size": 4, "grad_accum": 1, "warmup": 0.0}  # a short visible demo
     return cmd_train(args)
 
 
@@ -63,21 +65,50 @@ def _built_dataset(args: argparse.Namespace) -> None:
             args.model = ds.base_model
 
 
+def _hyper(args: argparse.Namespace) -> Hyper:
+    given = {k: getattr(args, k) for k in ("max_steps", "epochs", "batch_size", "grad_accum", "learning_rate",
+                                           "method") if getattr(args, k, None) is not None}
+    return Hyper(**{**getattr(args, "hyper_base", {}), **given})
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    """Queue a job at high priority and follow it: it starts as soon as no other job holds the machine."""
+    from app.core.queue import Queue
+
     _built_dataset(args)
-    manager = _manager()
+    queue = Queue(_manager().store)
     try:
-        job = manager.submit(args.file, model=args.model, hyper=Hyper(max_steps=args.max_steps))
+        job = queue.add(args.file, kind=args.recipe, model=args.model, hyper=_hyper(args), priority=args.priority,
+                        eval_data=args.eval, dry_run=args.dry_run, source="cli")
     except (DatasetError, ModelRefError, paths.SetupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"job {job.id}: {job.records} records from {Path(args.file).name}, model {job.model_ref}")
+    print(f"job {job.id}: {args.recipe}, {job.records} records from {Path(args.file).name}, model {job.model_ref}")
     if job.error:
         print(f"note: {job.error}")
+    started = _start_when_free(queue, job.id, wait=not args.detach)
     if args.detach:
-        print(f"running in the background. Follow it: nightschool attach {job.id}")
+        print(f"{'running' if started else 'queued'} in the background. Follow it: nightschool attach {job.id}"
+              + ("" if started else " (it starts while the app or `nightschool queue run` is running)"))
         return 0
-    return attach(manager, job.id)
+    return attach(queue.manager, job.id)
+
+
+def _start_when_free(queue, job_id: str, wait: bool) -> bool:
+    """Tick the queue until this job has started (another running job goes first); False if it is still waiting."""
+    import time
+
+    announced = False
+    while True:
+        queue.tick(scan_inbox=False)
+        if queue.manager.job(job_id).state not in ("queued", "held", "launching"):
+            return True
+        if not wait:
+            return False
+        if not announced:
+            print("waiting for the running job to finish (the queue runs one job at a time)…")
+            announced = True
+        time.sleep(1.0)
 
 
 def cmd_jobs(_args: argparse.Namespace) -> int:
@@ -135,13 +166,17 @@ def attach(manager, job_id: str) -> int:
 
     view = TerminalView(job_id)
     try:
-        asyncio.run(manager.follower(job_id, view.on_event).run())
+        while True:
+            asyncio.run(manager.follower(job_id, view.on_event).run())
+            job = manager.finalise(job_id)  # an engine that crashed is started again here and resumes
+            if job.state not in ("starting", "running"):
+                break
+            print(f"\nthe engine stopped without a result: resuming job {job_id} from its last checkpoint")
     except KeyboardInterrupt:
         view.close()
         print(f"\ndetached: job {job_id} keeps running. Re-attach: nightschool attach {job_id}")
         return 0
     view.close()
-    job = manager.finalise(job_id)
     return view.report(job)
 
 
@@ -151,11 +186,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-steps", type=int, default=20, help="steps for the headless sample run")
     parser.set_defaults(func=cmd_default)
     sub = parser.add_subparsers(title="commands")
-    train = sub.add_parser("train", help="train a LoRA adapter on a chat JSONL file or a built dataset")
-    train.add_argument("file", help="a chat JSONL file, or the name of a built dataset (its train split)")
+    train = sub.add_parser("train", help="train on a JSONL file or a built dataset (queued at high priority, followed)")
+    train.add_argument("file", help="a JSONL file (chat, or preference pairs for dpo/orpo/kto), or a built dataset's name")
     train.add_argument("--model", default=DEFAULT_MODEL, help="'default' (embedded SmolLM2), a folder, or a hub id")
-    train.add_argument("--max-steps", type=int, default=Hyper().max_steps)
-    train.add_argument("--detach", action="store_true", help="start the job and return")
+    train.add_argument("--recipe", default="sft", choices=RECIPES, help="training method (default sft)")
+    train.add_argument("--method", choices=("lora", "qlora", "full"), help="adapter type (default lora)")
+    train.add_argument("--max-steps", type=int, help=f"a cap on the steps (default {Hyper().max_steps})")
+    train.add_argument("--epochs", type=float, help=f"passes over the data (default {Hyper().epochs:g})")
+    train.add_argument("--batch-size", type=int)
+    train.add_argument("--grad-accum", type=int)
+    train.add_argument("--learning-rate", type=float, help="default: the recipe's (REFERENCE A.1/A.5)")
+    train.add_argument("--eval", help="a held-out JSONL file: eval loss, best checkpoint, overfit check")
+    train.add_argument("--priority", default="high", choices=("high", "normal", "low"))
+    train.add_argument("--dry-run", action="store_true", help="validate data, model and plan; train nothing")
+    train.add_argument("--detach", action="store_true", help="queue the job and return")
     train.set_defaults(func=cmd_train)
     sub.add_parser("jobs", help="list jobs").set_defaults(func=cmd_jobs)
     att = sub.add_parser("attach", help="follow a job's progress and loss")

@@ -243,9 +243,12 @@ class JobManager:
             run.error, run.exit_code, run.result_json, run.ended_at = error, exit_code, raw, utcnow()
             if state == "failed":
                 return
-            for env in events:
-                if env.type == "checkpoint" and Path(env.body.path).is_dir():
-                    s.add(CheckpointRow(run_id=run_id, step=env.body.step, kind="checkpoint", path=env.body.path))
+            known = set(s.scalars(select(CheckpointRow.path).join(Run).where(Run.job_id == job_id)))
+            for env in events:  # every attempt's checkpoints that retention kept, each registered once
+                path = env.body.path if env.type == "checkpoint" else None
+                if path and path not in known and ckpt.verify(Path(path)) is not None:
+                    known.add(path)
+                    s.add(CheckpointRow(run_id=run_id, step=env.body.step, kind="checkpoint", path=path))
             result = P.Result.model_validate_json(raw)
             s.add(CheckpointRow(run_id=run_id, step=int(result.metrics.get("steps") or 0), kind="adapter",
                                 path=result.adapter_path, sha256=result.adapter_sha256))

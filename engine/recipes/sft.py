@@ -52,6 +52,8 @@ class SFTRecipe(Recipe):
         from trl import SFTTrainer
 
         train, evaluation = self._stored_or_rendered(train), self._stored_or_rendered(evaluation)
+        if "input_ids" in train.column_names:
+            args.assistant_only_loss = False  # TRL refuses it on tokenised rows; their assistant_masks set the labels
         return SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation,
                           processing_class=self.tokenizer, peft_config=peft_config, callbacks=callbacks)
 

@@ -20,4 +20,6 @@ def test_an_sft_job_trains_on_a_built_dataset(store, manager, agent_dir, build, 
     assert job.state == "completed", job.error
     events = [json.loads(line) for line in (Path(manager.latest_run(job.id).run_dir) / "events.jsonl").open()]
     losses = [e["body"]["loss"] for e in events if e["type"] == "metrics"]
+    logs = [e["body"]["message"] for e in events if e["type"] == "log"]
+    assert "training on the dataset's stored tokens and assistant masks" in logs  # not re-rendered
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5, losses
