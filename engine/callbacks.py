@@ -59,7 +59,8 @@ class StreamCallback(TrainerCallback):
                    if k.startswith("rewards/") and k.endswith("/mean") and isinstance(v, (int, float))}
         self.server.emit(P.Metrics(step=state.global_step, loss=loss, lr=_num(logs.get("learning_rate")),
                                    grad_norm=_num(logs.get("grad_norm")), tokens_per_s=self._rate(logs),
-                                   reward=reward, rewards=rewards, **monitor.readings(self.torch)))
+                                   reward=reward, rewards=rewards, margin=_num(logs.get("rewards/margins")),
+                                   accuracy=_num(logs.get("rewards/accuracies")), **monitor.readings(self.torch)))
 
     def on_step_end(self, args, state, control, **kwargs):
         self._progress(state, force=state.global_step >= state.max_steps)

@@ -85,6 +85,8 @@ class Metrics(Body):
     gpu_util: float | None = None
     reward: float | None = None  # RL recipes: mean reward of the step's completions
     rewards: dict[str, float] = Field(default_factory=dict)  # RL: per reward component
+    margin: float | None = None  # preference recipes: chosen − rejected implicit reward (TRL rewards/margins)
+    accuracy: float | None = None  # preference recipes: share of pairs ranked right (TRL rewards/accuracies)
     nonfinite: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")

@@ -12,6 +12,7 @@ from app.core.fingerprint import sha256_dir, sha256_file
 from app.core.spec import JobSpec
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+MODEL_FILES = ("config.json",)  # a full fine-tune saves the whole model (+ its weights, single or sharded)
 
 
 class ResultRefused(Exception):
@@ -30,7 +31,10 @@ def _adapter_problems(result: P.Result, run_dir: Path) -> list[str]:
         return [f"adapter path {adapter} is outside the run dir"]
     if not adapter.is_dir():
         return [f"adapter {adapter} does not exist"]
-    missing = [name for name in ADAPTER_FILES if not (adapter / name).is_file()]
+    needed = MODEL_FILES if result.method == "full" else ADAPTER_FILES
+    missing = [name for name in needed if not (adapter / name).is_file()]
+    if result.method == "full" and not any(adapter.glob("model*.safetensors")):
+        missing.append("model weights (model*.safetensors)")
     if missing:
         return [f"adapter is missing {', '.join(missing)}"]
     if sha256_dir(adapter) != result.adapter_sha256:
@@ -66,6 +70,9 @@ def validate(raw: str | dict, spec: JobSpec, spec_sha256: str) -> P.Result:
         problems.append("dataset fingerprint does not match the spec")
     elif not Path(spec.dataset_path).is_file() or sha256_file(spec.dataset_path) != spec.dataset_sha256:
         problems.append("the dataset snapshot on disk no longer matches its fingerprint")
+    if result.recipe != spec.kind or result.method != spec.hyper.method:
+        problems.append(f"result is a {result.recipe}/{result.method} run, the spec asked for "
+                        f"{spec.kind}/{spec.hyper.method}")
     if result.base_model != spec.model:
         problems.append(f"base model {result.base_model!r} is not the spec's {spec.model!r}")
     problems += _adapter_problems(result, Path(spec.run_dir))
