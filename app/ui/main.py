@@ -11,24 +11,31 @@ from PySide6.QtWidgets import QApplication
 
 from app.core.capture.sources import CaptureConfig
 from app.core.jobs import JobManager
+from app.core.queue import Queue
 from app.core.store import Store
 from app.ui.capture import CaptureController
 from app.ui.datasets import DatasetsController
+from app.ui import refguard
 from app.ui.main_window import MainWindow
+from app.ui.queue import QueueController
 from app.ui.theme import apply_dark
 from app.ui.training import TrainingController
 
 
 def build_window(store: Store | None = None, capture_config: CaptureConfig | None = None,
                  watch: bool = True) -> MainWindow:
-    """The window wired to a store; re-attaches to running jobs and replays their history, and starts capturing
-    (the watcher follows capture_config, else the saved settings; watch=False or settings' watch off: no watcher)."""
+    """The window wired to a store; re-attaches to running jobs and replays their history, starts the queue's
+    scheduler (it goes on with what was queued or running) and starts capturing (the watcher follows capture_config,
+    else the saved settings; watch=False or settings' watch off: no watcher)."""
     store = store or Store()
-    controller = TrainingController(JobManager(store))
+    manager = JobManager(store)  # one manager: the queue launches the engines the Training tab follows
+    queue = QueueController(Queue(store, manager))
+    controller = TrainingController(manager, queue=queue)
     config, problem = load_capture_config(capture_config)
     capture = CaptureController(store, config, watch=watch and problem is None)
-    window = MainWindow(controller, capture, DatasetsController(store))
+    window = MainWindow(controller, capture, DatasetsController(store), queue)
     controller.attach_all()
+    queue.start()
     capture.start()
     if problem:
         capture.config_problem = problem
@@ -50,6 +57,7 @@ def run_gui(on_ready: Callable[[MainWindow], None] | None = None) -> int:
     """Run the app until its last window closes; on_ready (tests, benchmarks) gets the shown window."""
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("Nightschool")
+    refguard.install(app)  # PySide6 6.12 refcount bug: without it a long watched job aborts the app
     apply_dark(app)
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
@@ -69,6 +77,8 @@ def dispose(app: QApplication, window: MainWindow) -> None:
     """Tear the window down while Qt is still alive: left to interpreter shutdown, PySide6 6.12 aborts
     (a refcount error while garbage-collecting widgets after the QApplication is gone)."""
     window.controller.detach()
+    if window.queue_controller is not None:
+        window.queue_controller.stop()
     if window.capture_controller is not None:
         window.capture_controller.stop()
     if window.datasets_controller is not None:

@@ -10,6 +10,8 @@ from app.ui.capture import CaptureController, is_chat_file, redirect_note
 from app.ui.capture_panel import CapturePanel
 from app.ui.datasets import DatasetsController
 from app.ui.datasets_panel import DatasetsPanel
+from app.ui.queue import QueueController
+from app.ui.queue_panel import QueuePanel
 from app.ui.training import TrainingController
 from app.ui.training_panel import TrainingPanel
 
@@ -18,7 +20,7 @@ RESOURCES = Path(__file__).resolve().parents[2] / "resources"
 
 class MainWindow(QMainWindow):
     def __init__(self, controller: TrainingController, capture: CaptureController | None = None,
-                 datasets: DatasetsController | None = None) -> None:
+                 datasets: DatasetsController | None = None, queue: QueueController | None = None) -> None:
         super().__init__()
         self.setWindowTitle("Nightschool")
         icon = RESOURCES / "nightschool.svg"
@@ -29,6 +31,14 @@ class MainWindow(QMainWindow):
         self.training = TrainingPanel(controller)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.training, "Training")
+        self.queue_controller = queue
+        self.queue = QueuePanel(queue) if queue is not None else None
+        if queue is not None:
+            self.tabs.addTab(self.queue, "Queue")
+            queue.message.connect(self.show_status)
+            queue.added.connect(controller.track)  # the Training tab lists queued jobs and follows them once started
+            queue.started.connect(controller.track)
+            queue.entries_changed.connect(controller.sync)
         self.capture = CapturePanel(capture) if capture is not None else None
         if capture is not None:
             self.tabs.addTab(self.capture, "Capture")
@@ -41,7 +51,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.tabs)
         self.setAcceptDrops(True)
         controller.message.connect(self.show_status)
-        self.statusBar().showMessage("Drop a chat .jsonl file to train the selected model on it; "
+        self.statusBar().showMessage("Drop a chat .jsonl file to queue a training job on the selected model; "
                                      "drop transcripts, folders or datasets to capture them.")
 
     def show_status(self, _level: str, text: str) -> None:
@@ -54,9 +64,13 @@ class MainWindow(QMainWindow):
             event.ignore()
 
     def dropEvent(self, event: QDropEvent) -> None:
-        """On the Training tab one chat file starts a job; everything else is imported by Capture."""
+        """On the Queue tab files are queued; on the Training tab one chat file is queued; everything else is
+        imported by Capture."""
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         event.acceptProposedAction()
+        if self.queue is not None and self.tabs.currentWidget() is self.queue:
+            self.queue.add_files(paths)
+            return
         on_training = self.tabs.currentWidget() is self.training
         if self.capture_controller is None or (on_training and len(paths) == 1 and is_chat_file(paths[0])):
             for path in paths:
@@ -68,8 +82,11 @@ class MainWindow(QMainWindow):
             self.capture_controller.import_paths(paths)
 
     def closeEvent(self, event) -> None:
-        """Closing the window stops following the jobs (the engines keep training) and stops capturing."""
+        """Closing the window stops following the jobs (the engines keep training), stops the queue's scheduler
+        and stops capturing."""
         self.controller.detach()
+        if self.queue_controller is not None:
+            self.queue_controller.stop()  # no more scheduling; queued jobs wait for the next start
         if self.capture_controller is not None:
             self.capture_controller.stop()
         if self.datasets_controller is not None:

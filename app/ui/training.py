@@ -1,4 +1,5 @@
-"""Training controller: starts jobs, follows each engine's stream (history first, then live), sends commands."""
+"""Training controller: queues dropped files, follows each engine's stream (history first, then live) once the queue
+starts it, sends commands."""
 from __future__ import annotations
 
 import asyncio
@@ -12,11 +13,13 @@ from PySide6.QtCore import QObject, Signal
 from app.core import protocol as P
 from app.core.chatdata import DatasetError
 from app.core.paths import SetupError
-from app.core.jobs import JobManager
+from app.core.jobs import ACTIVE, JobManager
 from app.core.modelref import ModelRefError
 from app.core.spec import DEFAULT_MODEL, Hyper
+from app.ui.queue import queued_note
 
 LIVE_STATES = ("starting", "loading", "resuming", "running", "paused", "stopping", "saving")
+WAITING_STATES = ("queued", "held", "launching")  # in the queue: not started yet, not final either
 # chart series fed by a training step's metrics: (series, Metrics field); reward components are "reward · <name>"
 TRAIN_SERIES = (("loss", "loss"), ("lr", "lr"), ("grad norm", "grad_norm"), ("tokens/s", "tokens_per_s"),
                 ("RAM", "ram_mb"), ("VRAM", "vram_mb"), ("GPU", "gpu_util"), ("reward", "reward"))
@@ -74,13 +77,16 @@ class TrainingController(QObject):
     alert = Signal(str, int)  # job id, index in JobView.alerts
     message = Signal(str, str)  # level (info | error), text
 
-    def __init__(self, manager: JobManager, hyper: Hyper | None = None) -> None:
+    def __init__(self, manager: JobManager, hyper: Hyper | None = None, queue=None) -> None:
         super().__init__()
         self.manager = manager
         self.hyper = hyper or Hyper()
+        self.queue = queue  # app.ui.queue.QueueController: files dropped here are queued through it
         self.jobs: dict[str, JobView] = {}
         self._followers: dict[str, object] = {}
         self._tasks: dict[str, asyncio.Task] = {}
+        self._seq: dict[str, int] = {}  # job id -> last event seq seen (a retried job appends to the same file)
+        self._runs: dict[str, int] = {}  # job id -> the run last followed
 
     # --- starting and attaching --------------------------------------------------------------
     def attach_all(self) -> None:
@@ -90,45 +96,89 @@ class TrainingController(QObject):
             self._track(job)
 
     def start_file(self, path: str | Path, model: str = DEFAULT_MODEL) -> str | None:
-        """Check the file and start a job on it; a refused file gives an error message, not an exception."""
-        try:
-            job = self.manager.submit(path, model=model or DEFAULT_MODEL, hyper=self.hyper)
-        except (DatasetError, ModelRefError, SetupError, OSError) as exc:
-            self.message.emit("error", f"Not started — {exc}")
+        """Check the file and queue a job on it (the queue starts it); a refused file gives an error message."""
+        if self.queue is None:
+            self.message.emit("error", "Not queued — this window has no queue to add the job to.")
             return None
-        note = f" ({job.error})" if job.error else ""
-        self.message.emit("info", f"Started job {job.id}: {job.records} records from {Path(path).name}{note}")
+        try:
+            job = self.queue.add_now(path, model=model or DEFAULT_MODEL, hyper=self.hyper)
+        except (DatasetError, ModelRefError, SetupError, OSError, ValueError) as exc:
+            self.message.emit("error", f"Not queued — {exc}")
+            return None
+        self.message.emit("info", queued_note(job, Path(path), self.queue.paused))
         self._track(job)
         return job.id
 
+    def track(self, job_id: str) -> None:
+        """Show a job the queue added or started (or another process did) and follow its engine once it has one."""
+        task = self._tasks.get(job_id)
+        if task is not None and not task.done():
+            return
+        try:
+            self._track(self.manager.job(job_id))
+        except KeyError:
+            pass
+
+    def sync(self, entries: list) -> None:
+        """Queue entries -> views: new jobs appear, started ones are followed, waiting/ended ones get their state."""
+        for entry in entries:
+            job, view = entry.job, self.jobs.get(entry.job.id)
+            task = self._tasks.get(job.id)
+            if task is not None and not task.done():
+                continue  # followed: its events tell its state
+            if view is None or job.state in ACTIVE:
+                self.track(job.id)
+            elif view.state != job.state:
+                view.state, view.final = job.state, job.state not in LIVE_STATES + WAITING_STATES
+                view.error = job.error if job.state == "failed" else None
+                self.job_changed.emit(job.id)
+
     def _track(self, job) -> None:
-        view = JobView(id=job.id, data=f"{Path(job.dataset_path).name} · {job.model_ref}", state=job.state,
-                       error=job.error if job.state == "failed" else None, final=job.state not in LIVE_STATES)
-        self.jobs[job.id] = view
+        view = self.jobs.get(job.id)  # kept when a queued job starts: the panel and callers hold it
+        if view is None:
+            view = self.jobs[job.id] = JobView(id=job.id, data=f"{Path(job.dataset_path).name} · {job.model_ref}")
+        view.state, view.final = job.state, job.state not in LIVE_STATES + WAITING_STATES
+        view.error = job.error if job.state == "failed" else None
         self.job_changed.emit(job.id)
-        if self.manager.latest_run(job.id) is not None:
+        run = self.manager.latest_run(job.id)
+        if run is not None and (job.state in ACTIVE or self._runs.get(job.id) is None) \
+                and self._runs.get(job.id) != run.id:
             self._tasks[job.id] = asyncio.ensure_future(self._follow(job.id))
 
     async def _follow(self, job_id: str) -> None:
-        last_seq = 0
+        last_seq = self._seq.get(job_id, 0)
         while True:
             run_id = self.manager.latest_run(job_id).id
+            self._runs[job_id] = run_id
             follower = self.manager.follower(job_id, lambda env: self._on_event(job_id, env))
             follower.last_seq = last_seq  # a resumed engine appends to the same events file: no replay twice
             self._followers[job_id] = follower
             await follower.run()
-            last_seq = follower.last_seq
+            last_seq = self._seq[job_id] = follower.last_seq
             self._followers.pop(job_id, None)
-            job = self.manager.finalise(job_id)
+            job = await self._ended(job_id, run_id)
             if job.state in LIVE_STATES and self.manager.latest_run(job_id).id != run_id:
                 continue  # the engine crashed and was restarted: it resumes from its last checkpoint
             break
         view = self.jobs[job_id]
-        view.state, view.final = job.state, job.state not in LIVE_STATES
+        view.state, view.final = job.state, job.state not in LIVE_STATES + WAITING_STATES
         view.error = job.error if job.state == "failed" else None
         self.job_changed.emit(job_id)
         if job.state == "failed":
             self.message.emit("error", f"Job {job_id} failed: {(job.error or '').splitlines()[0]}")
+
+    async def _ended(self, job_id: str, run_id: int):
+        """The job once its engine has exited. With a queue its scheduler finalises it on its own thread (validating
+        and hashing the result, restarting a crashed engine): finalising here too could race it and wait on the
+        restarted engine's process on the GUI thread."""
+        if self.queue is None:
+            return self.manager.finalise(job_id)
+        while True:
+            job = self.manager.job(job_id)
+            if job.state not in ACTIVE or self.manager.latest_run(job_id).id != run_id:
+                return job
+            self.queue.tick()
+            await asyncio.sleep(0.2)
 
     # --- commands ----------------------------------------------------------------------------
     def command(self, job_id: str, command: str) -> None:

@@ -7,6 +7,16 @@ import asyncio
 import pytest
 
 
+@pytest.fixture(scope="session", autouse=True)
+def refguard_session(qapp):
+    """The app's guard against PySide6 6.12's lost references to None/True/False (see app/ui/refguard.py)."""
+    from app.ui import refguard
+
+    timer = refguard.install(qapp)
+    yield
+    timer.stop()
+
+
 @pytest.fixture(scope="session")
 def aio_session(qapp):
     """One asyncio loop for the session, driven by Qt events, so qtbot.waitUntil also runs the clients' coroutines."""
@@ -49,11 +59,19 @@ def make_window(qtbot, aio, store, capture_config):
     from app.ui.main import build_window
     from tests.conftest import fast_hyper
 
+    made = []
+
     def make(watch: bool = False, **hyper):
         window = build_window(store, capture_config=capture_config, watch=watch)
         window.controller.hyper = fast_hyper(**hyper)
-        qtbot.addWidget(window)
         window.show()
+        made.append(window)
         return window
 
-    return make
+    yield make
+    for window in made:  # no scheduler, watcher or follower of this test outlives it (they share threads)
+        for controller in (window.queue_controller, window.capture_controller, window.datasets_controller):
+            if controller is not None:
+                controller.stop()
+        window.controller.detach()
+        window.close()
