@@ -55,7 +55,7 @@ class StreamCallback(TrainerCallback):
             self.last_loss = loss
         reward = _num(logs.get("reward"))
         self.last_reward = reward if reward is not None else self.last_reward
-        rewards = {k.split("/")[-2]: float(v) for k, v in logs.items()
+        rewards = {k.split("/")[-2].removeprefix("reward_"): float(v) for k, v in logs.items()
                    if k.startswith("rewards/") and k.endswith("/mean") and isinstance(v, (int, float))}
         self.server.emit(P.Metrics(step=state.global_step, loss=loss, lr=_num(logs.get("learning_rate")),
                                    grad_norm=_num(logs.get("grad_norm")), tokens_per_s=self._rate(logs),

@@ -97,8 +97,9 @@ def check_preference_record(rec: object) -> str | None:
     return check_preference(rec)
 
 
-CHECKS = {"chat": check_record, "preference": check_preference_record}
+CHECKS = {"chat": check_record, "preference": check_preference_record, "prompts": check_record}
 SHAPES = {"chat": '{"messages": [{"role": "user", ...}, {"role": "assistant", ...}]}',
+          "prompts": '{"messages": [...]} (RL prompts are cut before each assistant turn)',
           "preference": '{"prompt": ..., "chosen": ..., "rejected": ...} (strings or message lists)'}
 
 
