@@ -56,13 +56,14 @@ def child_stream(model: str, data: str, steps: int) -> None:
     window = build_window()
 
     async def run() -> dict:
-        window.controller.hyper = Hyper(max_steps=steps, learning_rate=2e-2, lora_r=8, max_length=128,
-                                        save_steps=10**6)
+        window.controller.hyper = Hyper(max_steps=steps, epochs=1000, batch_size=4, grad_accum=1, warmup=0.0,
+                                        learning_rate=2e-2, lora_r=8, max_length=128, save_steps=10**6)
         window.show()
         window.training.model_box.setEditText(model)
         job_id = window.training.start(data)
         view = window.controller.jobs[job_id]
-        run = window.controller.manager.latest_run(job_id)
+        while (run := window.controller.manager.latest_run(job_id)) is None:  # the queue's next tick starts it
+            await asyncio.sleep(0.05)
         gui, engine = [], []
         while not view.final:
             gui.append(me.memory_info().rss / 2**20)
