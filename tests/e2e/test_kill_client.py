@@ -29,7 +29,7 @@ def first_run_dir(runs: Path, cli: subprocess.Popen, timeout: float = 120.0) -> 
 
 def test_engine_outlives_a_killed_client(manager, chat_file, tiny_model, ns_home):
     cli = subprocess.Popen([sys.executable, "-m", "app.cli", "train", str(chat_file), "--model", str(tiny_model),
-                            "--max-steps", "150"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            "--max-steps", "150", "--epochs", "1000", "--batch-size", "4", "--grad-accum", "1"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            env={**os.environ, "NIGHTSCHOOL_HOME": str(ns_home)})
     try:
         run_dir = first_run_dir(ns_home / "runs", cli)
