@@ -15,7 +15,8 @@ pytestmark = pytest.mark.slow
 
 def test_default_model_materialises_and_its_loss_falls(manager, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    hyper = Hyper(max_steps=8, batch_size=4, learning_rate=1e-3, max_length=256, save_steps=100)
+    hyper = Hyper(max_steps=8, epochs=100, batch_size=4, grad_accum=1, warmup=0.0, learning_rate=1e-3, max_length=256,
+                  save_steps=100)
     job = manager.submit(SAMPLE, hyper=hyper)  # the embedded default model
     job = manager.wait(job.id, timeout=900)
     assert job.state == "completed", job.error
