@@ -43,6 +43,9 @@ def build(out: Path) -> Path:
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                          bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id,
                          pad_token_id=fast.pad_token_id, tie_word_embeddings=True)
+    import torch
+
+    torch.manual_seed(1)  # the same tiny model in every run: a learning test cannot pass or fail by its weights' luck
     model = LlamaForCausalLM(config)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
