@@ -1,0 +1,458 @@
+"""Benchmarks of the training recipes (print figures; not tests).
+
+`packing`: useful (non-padding) trained tokens per second of engine SFT jobs with `Hyper.packing=True` (TRL BFD
+packing + padding-free) vs `packing=False` (plain padding), on the same skewed-length agent-trace examples, one epoch
+each, interleaved A B A B; ratio packing / padding (target >= 1.5x).
+
+`memory`: peak RSS of the engine process (VmHWM, polled from /proc while it runs) and step time of each recipe (sft,
+dpo, orpo, kto, grpo, rloo) on small data: the capital-city chats of tests/tiny_model.py, preference pairs made of
+them with a wrong rejected answer, and the same chats as RL prompts.
+
+    .venv/bin/python -m bench.bench_recipes packing [--model smollm2] [--examples 256] [--repeats 2] [--threads 1]
+    .venv/bin/python -m bench.bench_recipes memory [--model smollm2] [--recipes sft,dpo] [--steps 8] [--threads 1]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+# --- environment ----------------------------------------------------------------------------------------------------
+
+
+def set_threads(n: int) -> str:
+    """Torch intra-op threads for this process and the engines it starts (0: torch's default, one per core).
+
+    On a 2-core machine that other work keeps busy, 2 OpenMP threads that wait for each other at every op slow a tiny
+    model's step 5-7x (measured: 0.06 s -> 0.2-0.5 s per micro-batch); 1 thread keeps ratios stable."""
+    if n > 0:
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(n)
+        return str(n)
+    return f"default ({os.cpu_count()})"
+
+
+def load_line() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min) on {os.cpu_count()} cores"
+
+
+# --- skewed-length agent traces ---------------------------------------------------------------------------------------
+
+
+def _conversation(gen, seed: int) -> list[dict]:
+    """One generated Claude Code session as chat messages (system, user, assistant with tool_calls, tool results),
+    converted the way a dataset build converts stored sessions."""
+    from app.core.capture.rows import _message_rows
+    from app.core.datasets.convert import conversation
+
+    sess = gen.session(seed, f"s{seed:08x}", 1.78e9 + seed)
+    rows = [SimpleNamespace(**r) for r in _message_rows("sid", sess) if r["branch"] == 0]
+    info = SimpleNamespace(id=f"s{seed}", parent_id=None, started_at=sess.started_at)
+    return conversation(info, rows, max_tool_output=1200).messages
+
+
+def trace_records(n: int, tokenizer, max_length: int, seed: int = 11, alpha: float = 1.1,
+                  short_share: float = 0.0) -> tuple[list[dict], list[int]]:
+    """n chat examples cut from generated agent sessions at an assistant message, with a long-tailed length: each
+    example's target length is drawn from a Pareto(alpha) above the shortest possible example (system + request +
+    first assistant message), capped at max_length; the longest prefix of a session within the target is kept.
+    With short_share > 0, that share of the examples are short chats instead (the first sentence of a session's
+    request and of its final answer, no tools): many short, few long. Returns (records, token lengths as the trainer renders them)."""
+    from bench.synthetic_sessions import Gen
+    from engine.chat_template import normalise
+
+    rng, gen = random.Random(seed), Gen()
+
+    def length(messages: list[dict]) -> int:
+        return len(tokenizer.apply_chat_template(normalise(messages), tokenize=True, return_dict=False))
+
+    records, lengths = [], []
+    while len(records) < n:
+        messages = _conversation(gen, rng.getrandbits(40))
+        ends = [i + 1 for i, m in enumerate(messages) if m["role"] == "assistant"]
+        if not ends:
+            continue
+        if rng.random() < short_share:
+            request = next(m for m in messages if m["role"] == "user")["content"]
+            answer = messages[ends[-1] - 1]
+            if answer.get("tool_calls"):
+                continue
+            chat = [{"role": "user", "content": _first_sentence(request)},
+                    {"role": "assistant", "content": _first_sentence(answer["content"])}]
+            records.append({"messages": chat})
+            lengths.append(length(chat))
+            continue
+        shortest = length(messages[:ends[0]])
+        if shortest > max_length:
+            continue
+        target = min(max_length, int(shortest * rng.paretovariate(alpha)))
+        best = ends[0]
+        for end in ends[1:]:  # prefix lengths grow with `end`: stop at the first that does not fit
+            if length(messages[:end]) > target:
+                break
+            best = end
+        records.append({"messages": messages[:best]})
+        lengths.append(length(messages[:best]))
+    return records, lengths
+
+
+def _first_sentence(text: str) -> str:
+    head = text.split(". ", 1)[0].strip()
+    return head if head.endswith(".") else head + "."
+
+
+def pct(values: list[int], p: float) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def padding_efficiency(lengths: list[int], batch: int, shuffles: int = 200, seed: int = 0) -> float:
+    """Useful / computed tokens when random batches are padded to their longest example (the trainer shuffles)."""
+    rng, useful, padded = random.Random(seed), 0, 0
+    for _ in range(shuffles):
+        order = lengths[:]
+        rng.shuffle(order)
+        for i in range(0, len(order), batch):
+            chunk = order[i:i + batch]
+            useful += sum(chunk)
+            padded += max(chunk) * len(chunk)
+    return useful / padded
+
+
+def packed_rows(lengths: list[int], max_length: int) -> int:
+    """How many rows TRL's BFD packing makes of these examples."""
+    from datasets import Dataset
+    from trl.data_utils import pack_dataset
+
+    data = Dataset.from_dict({"input_ids": [[1] * n for n in lengths]})
+    return len(pack_dataset(data, max_length, "bfd"))
+
+
+def describe_lengths(lengths: list[int], max_length: int) -> list[str]:
+    top = sorted(lengths, reverse=True)[:max(1, len(lengths) // 10)]
+    return [f"tokens per example: min {min(lengths)}, p10 {pct(lengths, 10)}, p50 {pct(lengths, 50)}, "
+            f"p90 {pct(lengths, 90)}, p99 {pct(lengths, 99)}, max {max(lengths)} (max_length {max_length}); "
+            f"mean {statistics.mean(lengths):.0f}",
+            f"skew: mean / median {statistics.mean(lengths) / pct(lengths, 50):.2f}; the longest 10 % of examples "
+            f"hold {sum(top) / sum(lengths):.0%} of the tokens; {sum(n <= 2 * pct(lengths, 50) for n in lengths)} "
+            f"of {len(lengths)} examples are at most twice the median"]
+
+
+# --- running an engine job -------------------------------------------------------------------------------------------
+
+
+class PeakSampler(threading.Thread):
+    """Polls a process's peak RSS (VmHWM, the kernel's high-water mark: no peak between polls is missed) and RSS."""
+
+    def __init__(self, pid: int, every: float = 0.1) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.every = pid, every
+        self.hwm_kb = 0
+        self.rss_kb = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        status = Path(f"/proc/{self.pid}/status")
+        while not self.done.is_set():
+            try:
+                for line in status.read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        self.hwm_kb = max(self.hwm_kb, int(line.split()[1]))
+                    elif line.startswith("VmRSS:"):
+                        self.rss_kb = max(self.rss_kb, int(line.split()[1]))
+            except (OSError, ValueError, IndexError):
+                try:  # not Linux: the largest RSS seen
+                    import psutil
+
+                    self.rss_kb = max(self.rss_kb, psutil.Process(self.pid).memory_info().rss // 1024)
+                except Exception:
+                    return
+            time.sleep(self.every)
+
+    @property
+    def peak_mb(self) -> float:
+        return max(self.hwm_kb, self.rss_kb) / 1024
+
+
+def run_job(manager, data: Path, model_ref: str, hyper, kind: str = "sft") -> dict:
+    """Submit a real job (engine subprocess), sample its memory, wait, finalise; figures from its run dir."""
+    from app.core.spec import JobSpec
+
+    started = time.monotonic()
+    job = manager.submit(data, model=model_ref, hyper=hyper, kind=kind)
+    run = manager.latest_run(job.id)
+    sampler = PeakSampler(run.pid)
+    sampler.start()
+    try:
+        job = manager.wait(job.id, timeout=3600)
+    finally:
+        sampler.done.set()
+        sampler.join()
+    wall = time.monotonic() - started
+    spec, _ = JobSpec.read(Path(job.spec_path))
+    run_dir = Path(spec.run_dir)
+    if job.state != "completed":
+        return {"ok": False, "error": (job.error or job.state).strip().splitlines()[0][:300], "wall": wall,
+                "peak_mb": sampler.peak_mb, "run_dir": run_dir}
+    metrics = json.loads((run_dir / "result.json").read_text())["metrics"]
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line]
+    stamps = [e["ts"] for e in events if e["type"] == "metrics" and e["body"].get("loss") is not None]
+    ram = [e["body"]["ram_mb"] for e in events if e["type"] == "metrics" and e["body"].get("ram_mb")]
+    history = []
+    checkpoints = sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    if checkpoints:
+        history = json.loads((checkpoints[-1] / "trainer_state.json").read_text())["log_history"]
+    num_tokens = [e["num_tokens"] for e in history if "num_tokens" in e]
+    runtime = metrics["train_runtime_s"]
+    return {"ok": True, "wall": wall, "runtime": runtime, "steps": metrics["steps"],
+            "planned": metrics["planned_steps"], "num_tokens": num_tokens[-1] if num_tokens else None,
+            "engine_tokens": metrics.get("tokens"),
+            "step_s": statistics.median(b - a for a, b in zip(stamps, stamps[1:])) if len(stamps) > 2 else None,
+            "mean_step_s": runtime / max(metrics["steps"], 1), "peak_mb": sampler.peak_mb,
+            "metrics_ram_max_mb": max(ram) if ram else None, "run_dir": run_dir,
+            "first_loss": metrics.get("first_loss"), "last_loss": metrics.get("last_loss")}
+
+
+VARLEN = "sdpa_varlen_cpu"
+
+
+def register_varlen_attention() -> str:
+    """PROTOTYPE (not in the engine): padding-free attention without flash-attention. TRL's padding-free collator
+    flattens a batch into one row of sum(L_i) tokens with `position_ids` restarting at each example and
+    `cu_seq_lens_q` (the example boundaries, made for flash-attention's varlen kernels). With sdpa, transformers turns
+    the position_ids into a block-diagonal causal mask over the whole row, so attention costs (sum L_i)^2 instead of
+    sum L_i^2. This attention runs sdpa (causal, no mask) on each example's slice instead; without `cu_seq_lens_q`
+    (padded batches, generation) it is plain sdpa. Returns the name to pass as `attn_implementation`."""
+    import torch
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    def varlen(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+        bounds = kwargs.get("cu_seq_lens_q")
+        if bounds is None or query.shape[0] != 1 or query.shape[2] == 1 or key.shape[2] != query.shape[2]:
+            return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                          scaling=scaling, is_causal=is_causal, **kwargs)
+        bounds = bounds.tolist()
+        outs = [sdpa_attention_forward(module, query[:, :, s:e], key[:, :, s:e], value[:, :, s:e], None,
+                                       dropout=dropout, scaling=scaling, is_causal=True)[0]
+                for s, e in zip(bounds, bounds[1:]) if e > s]
+        return torch.cat(outs, dim=1), None
+
+    AttentionInterface.register(VARLEN, varlen)
+    AttentionMaskInterface.register(VARLEN, sdpa_mask)  # padded batches keep their padding mask
+    return VARLEN
+
+
+def run_plain_side(side: str, folder: Path, records: list[dict], hypers: dict, out: Path) -> dict:
+    """A plain TRL SFTTrainer run in this process (bench_sft.run_plain) with the engine job's hyper-parameters, on the
+    rows the engine trains on (tool calls as Hermes text: the model's template has no `tools` support)."""
+    from bench.bench_sft import run_plain
+    from engine.chat_template import normalise
+
+    records = [{"messages": normalise(r["messages"])} for r in records]
+    hyper = hypers["packing" if "packing" in side else "padding"]
+    attn = register_varlen_attention() if side.endswith("varlen") else None
+    r = run_plain(folder, records, hyper, out / side.replace(" ", "-"), hyper.max_steps, attn=attn)
+    return {"ok": True, "num_tokens": r["tokens"], "runtime": r["runtime"], "steps": r["steps"],
+            "mean_step_s": r["runtime"] / max(r["steps"], 1), "wall": r["wall"], "engine_tokens": None,
+            "peak_mb": _own_peak_mb()}
+
+
+def _own_peak_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def new_manager():
+    from app.core.jobs import JobManager
+    from app.core.store import Store
+
+    return JobManager(Store())
+
+
+# --- packing vs padding ----------------------------------------------------------------------------------------------
+
+
+def bench_packing(a, tmp: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from app.core.spec import Hyper
+    from bench.bench_sft import prepare_model
+    from engine.chat_template import training_template
+
+    model_ref, folder = prepare_model(a.model, tmp)
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    tokenizer.chat_template = training_template(tokenizer.chat_template)
+    t0 = time.monotonic()
+    records, lengths = trace_records(a.examples, tokenizer, a.max_length, alpha=a.alpha, short_share=a.short_share)
+    gen_s = time.monotonic() - t0
+    data = tmp / "traces.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    per_step = 2 * 8  # Hyper defaults: batch 2 x grad-accum 8
+    rows = packed_rows(lengths, a.max_length)
+    base = dict(epochs=1.0, max_length=a.max_length, save_steps=10_000, seed=42)
+    # max_steps is a cap: the padded job's plan is ceil(examples / 16) steps = one epoch. The engine plans a packed
+    # job from its example count too (it does not know the packed row count), which would be several epochs of the
+    # packed rows; the cap keeps it to one epoch of them, so both jobs train on the same tokens once.
+    hypers = {"padding": Hyper(max_steps=math.ceil(len(records) / per_step), packing=False, **base),
+              "packing": Hyper(max_steps=math.ceil(rows / per_step), packing=True, **base)}
+    manager = new_manager()
+    load_before = load_line()
+    sides = ["padding", "packing"] + (["plain padding", "plain packing", "plain packing+varlen"] if a.plain else [])
+    results: dict[str, list[dict]] = {side: [] for side in sides}
+    for i in range(a.repeats):
+        for side in (sides if i % 2 == 0 else sides[::-1]):
+            if side.startswith("plain"):
+                r = run_plain_side(side, folder, records, hypers, tmp / f"plain-{i}")
+            else:
+                r = run_job(manager, data, model_ref, hypers[side])
+            if not r["ok"]:
+                raise SystemExit(f"{side} job failed: {r['error']} (run dir {r['run_dir']})")
+            r["tps"] = r["num_tokens"] / r["runtime"]
+            results[side].append(r)
+            print(f"  {side:8} #{i}: {r['num_tokens']} tokens in {r['runtime']:.1f} s = {r['tps']:.1f} tok/s, "
+                  f"{r['steps']} steps, wall {r['wall']:.1f} s, peak RSS {r['peak_mb']:.0f} MB  [{load_line()}]",
+                  flush=True)
+    print(f"\n== packing vs padding: model={a.model}, {len(records)} examples (agent-trace prefixes, Pareto alpha "
+          f"{a.alpha}; short chats: {a.short_share:.0%}), torch threads {a.threads_label}")
+    print(f"before: {load_before}\nafter:  {load_line()}")
+    print(f"generated in {gen_s:.1f} s; " + "\n".join(describe_lengths(lengths, a.max_length)))
+    eff = padding_efficiency(lengths, 2)
+    print(f"padding, random batches of 2: {eff:.1%} of computed tokens are real (so {1 / eff:.2f}x is the most "
+          f"packing can gain if cost ~ tokens); BFD packing: {len(records)} examples -> {rows} rows of <= "
+          f"{a.max_length} ({sum(lengths) / (rows * a.max_length):.1%} full)")
+    print(f"steps: padding {hypers['padding'].max_steps}, packing {hypers['packing'].max_steps} (one epoch each)\n")
+    print(f"{'run':24} {'tokens':>8} {'train_s':>8} {'tok/s':>8} {'steps':>6} {'step_s':>7} {'wall_s':>7} "
+          f"{'peak_MB':>8}")
+    for side, runs in results.items():
+        for i, r in enumerate(runs):
+            print(f"{side + '#' + str(i):24} {r['num_tokens']:>8} {r['runtime']:>8.1f} {r['tps']:>8.1f} "
+                  f"{r['steps']:>6} {r['mean_step_s']:>7.2f} {r['wall']:>7.1f} {r['peak_mb']:>8.0f}")
+    tp = {side: statistics.median(r["tps"] for r in runs) for side, runs in results.items()}
+    if a.plain:
+        print("\nin-process plain TRL (peak_MB there is the bench process's own high-water mark, cumulative):")
+        for side in ("padding", "packing"):
+            plain = tp["plain " + side]
+            print(f"  plain {side:16} {plain:8.1f} tok/s; engine / plain {tp[side] / plain:.3f} (target >= 0.98)")
+        varlen = tp["plain packing+varlen"]
+        print(f"  plain packing+varlen   {varlen:8.1f} tok/s; / plain padding {varlen / tp['plain padding']:.3f}; "
+              f"/ plain packing {varlen / tp['plain packing']:.3f} (PROTOTYPE: per-example sdpa instead of one masked "
+              "(sum L)^2 attention, see register_varlen_attention)")
+    ratios = [p["tps"] / q["tps"] for p, q in zip(results["packing"], results["padding"])]
+    same = {r["num_tokens"] for rs in results.values() for r in rs}  # one epoch of the same rows everywhere
+    print(f"\nuseful tokens/s, median: padding {tp['padding']:.1f}, packing {tp['packing']:.1f}")
+    print(f"ratio packing / padding: {tp['packing'] / tp['padding']:.3f} (pairs: "
+          f"{', '.join(f'{x:.3f}' for x in ratios)})  target >= 1.5 -> "
+          f"{'met' if tp['packing'] / tp['padding'] >= 1.5 else 'NOT met'}")
+    print("wall s (submit -> finalised), median: " + ", ".join(
+        f"{side} {statistics.median(r['wall'] for r in runs):.1f}" for side, runs in results.items()))
+    print("train s, median: " + ", ".join(
+        f"{side} {statistics.median(r['runtime'] for r in runs):.1f}" for side, runs in results.items()))
+    print(f"same tokens trained by every job: {'yes' if len(same) == 1 else 'NO: ' + str(sorted(same))} "
+          f"(TRL num_tokens; the examples hold {sum(lengths)})")
+    engine_tokens = {side: results[side][0]["engine_tokens"] for side in ("padding", "packing")}
+    print(f"the engine's own token count (result.json tokens = num_input_tokens_seen non_padding): {engine_tokens}")
+
+
+# --- memory per recipe -----------------------------------------------------------------------------------------------
+
+
+def preference_pairs(n: int) -> list[dict]:
+    """The capital-city chats as preference pairs: the right city chosen, a wrong one rejected."""
+    from tests.tiny_model import chat_records
+
+    out = []
+    cities = ["Paris", "Madrid", "Rome", "Berlin"]
+    for i, r in enumerate(chat_records(n)):
+        user, answer = r["messages"]
+        wrong = cities[(cities.index(answer["content"].split()[-1].rstrip(".")) + 1) % len(cities)]
+        out.append({"prompt": [user], "chosen": [answer],
+                    "rejected": [{"role": "assistant", "content": answer["content"].rsplit(" ", 1)[0] + f" {wrong}."}]})
+    return out
+
+
+def bench_memory(a, tmp: Path) -> None:
+    from app.core.spec import Hyper
+    from bench.bench_sft import prepare_model
+    from tests.tiny_model import chat_records
+
+    model_ref, _ = prepare_model(a.model, tmp)
+    chats, pairs = tmp / "chats.jsonl", tmp / "pairs.jsonl"
+    per_step = 2 * 8
+    chats.write_text("".join(json.dumps(r) + "\n" for r in chat_records(per_step * a.steps)), encoding="utf-8")
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in preference_pairs(per_step * a.steps)), encoding="utf-8")
+    data = {"sft": chats, "dpo": pairs, "orpo": pairs, "kto": pairs, "grpo": chats, "rloo": chats}
+    from app.core import chatdata
+
+    if "prompts" not in chatdata.CHECKS:  # RL data is chat records; JobManager.submit checks it as format "prompts",
+        chatdata.CHECKS["prompts"] = chatdata.check_record  # which chatdata does not know yet (the RL tests patch
+        chatdata.SHAPES["prompts"] = chatdata.SHAPES["chat"]  # it the same way)
+        print("note: chatdata.CHECKS has no 'prompts' entry: RL files are checked as chat records here")
+    manager = new_manager()
+    load_before = load_line()
+    rows = []
+    for kind in a.recipes:
+        hyper = Hyper(max_steps=a.steps, epochs=100.0, save_steps=10_000,
+                      max_completion_length=a.completion_length)
+        r = run_job(manager, data[kind], model_ref, hyper, kind=kind)
+        rows.append((kind, r))
+        state = "ok" if r["ok"] else f"FAILED: {r['error']}"
+        print(f"  {kind:5}: {state}; peak RSS {r['peak_mb']:.0f} MB, wall {r['wall']:.1f} s  [{load_line()}]",
+              flush=True)
+    print(f"\n== peak memory and step time per recipe: model={a.model}, max_steps {a.steps}, batch 2 x grad-accum 8, "
+          f"LoRA r16, torch threads {a.threads_label}, RL completions <= {a.completion_length} tokens")
+    print(f"before: {load_before}\nafter:  {load_line()}\n")
+    print(f"{'recipe':7} {'peak_RSS_MB':>11} {'metrics_ram_max':>15} {'steps':>6} {'train_s':>8} {'mean_step_s':>11} "
+          f"{'median_step_s':>13} {'wall_s':>7}  loss first -> last")
+    for kind, r in rows:
+        if not r["ok"]:
+            print(f"{kind:7} {r['peak_mb']:>11.0f}  not usable: {r['error']}")
+            continue
+        median = f"{r['step_s']:.2f}" if r["step_s"] is not None else "-"
+        ram = f"{r['metrics_ram_max_mb']:.0f}" if r["metrics_ram_max_mb"] else "-"
+        loss = " -> ".join(f"{x:.3f}" if x is not None else "-" for x in (r["first_loss"], r["last_loss"]))
+        print(f"{kind:7} {r['peak_mb']:>11.0f} {ram:>15} {r['steps']:>6} {r['runtime']:>8.1f} "
+              f"{r['mean_step_s']:>11.2f} {median:>13} {r['wall']:>7.1f}  {loss}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("packing", "memory"))
+    parser.add_argument("--model", default="tiny", help="'tiny' (built in a temp dir) or 'smollm2' (embedded)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default); see set_threads")
+    parser.add_argument("--examples", type=int, default=256, help="packing: trace examples (a multiple of 16)")
+    parser.add_argument("--alpha", type=float, default=1.1, help="packing: Pareto shape of the lengths (lower: "
+                        "more skewed)")
+    parser.add_argument("--short-share", type=float, default=0.0, help="packing: share of short chat examples "
+                        "(first sentences of a request and its answer) among the traces")
+    parser.add_argument("--max-length", type=int, default=2048)
+    parser.add_argument("--repeats", type=int, default=2, help="packing: pairs of jobs, interleaved")
+    parser.add_argument("--plain", action="store_true", help="packing: also plain TRL scripts in this process "
+                        "(padding, packing, packing + the per-example attention prototype)")
+    parser.add_argument("--recipes", default="sft,dpo,orpo,kto,grpo,rloo")
+    parser.add_argument("--steps", type=int, default=8, help="memory: optimiser steps per recipe")
+    parser.add_argument("--completion-length", type=int, default=32, help="memory: GRPO/RLOO max_completion_length")
+    a = parser.parse_args(argv)
+    a.recipes = [r.strip() for r in a.recipes.split(",") if r.strip()]
+    a.threads_label = set_threads(a.threads)
+    with tempfile.TemporaryDirectory(prefix="ns-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        if a.what == "packing":
+            bench_packing(a, tmp)
+        else:
+            bench_memory(a, tmp)
+
+
+if __name__ == "__main__":
+    main()
