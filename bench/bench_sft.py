@@ -72,8 +72,10 @@ def training_tokenizer(folder: Path):
 
 
 def median_step_s(stamps: list[float]) -> float:
-    """Median seconds between consecutive per-step logs: robust to other work briefly taking the CPU."""
-    return statistics.median(b - a for a, b in zip(stamps, stamps[1:]))
+    """Median seconds between consecutive per-step logs: robust to other work briefly taking the CPU (NaN with fewer
+    than two steps)."""
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    return statistics.median(gaps) if gaps else float("nan")
 
 
 def run_plain(folder: Path, records: list[dict], h, out: Path, steps: int, attn: str | None = None) -> dict:
