@@ -3,7 +3,7 @@
 Pure logic, no torch / transformers / Qt: the training callback (``engine.checker_callback``) feeds it the
 logged numbers and acts on what it finds; tests feed it synthetic series. Every finding carries a one-line
 message and a written diagnosis (what was seen with the numbers, likely causes, what to do);
-``write_diagnosis`` appends it to ``run_dir/diagnosis.md`` and ``run_dir/alerts.jsonl``.
+``engine.findings`` holds Thresholds, Finding and ``write_diagnosis`` (diagnosis.md + alerts.jsonl).
 
 Severities: ``fatal`` (the run is broken: stop it, keep the last good checkpoint) for a non-finite loss or
 gradient norm, a diverging loss and a gradient explosion that persists; ``warning`` for overfitting
@@ -13,95 +13,13 @@ cleared and come back.
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import statistics
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Literal
 
-Kind = Literal["nan", "divergence", "grad-explosion", "overfit", "overfit-watch", "dead-lr", "stall"]
-Severity = Literal["info", "warning", "fatal"]
-RECENT = 10  # numbers of each series kept as evidence
-
-
-@dataclass
-class Thresholds:
-    """When the checker speaks up. Every value can be changed; the defaults are chosen not to kill a healthy run.
-
-    Divergence (fatal): the smoothed loss (an EMA, ``ema_alpha``; a plain running mean over the first points, so
-    one lucky first batch does not become the reference) rises above ``divergence_factor`` x the best smoothed
-    loss seen *and* at least ``divergence_min_rise`` nats above it, for ``divergence_patience`` logged points
-    in a row. The best is tracked only after ``divergence_warmup_steps`` steps and ``divergence_min_points``
-    logged losses. 2.5x: a learning rate that is too high sends the loss back towards ln(vocab) (~10), far
-    beyond 2.5x; ordinary batch-to-batch noise, once smoothed, stays well inside it. The rise floor keeps a
-    memorised loss (0.02 -> 0.06) from counting as divergence.
-
-    Gradient explosion: a gradient norm (the pre-clipping norm the trainer logs) above ``grad_factor`` x the
-    running median of the earlier norms (window ``grad_window``, spikes excluded, after ``grad_warmup_points``
-    norms) and above ``grad_floor``, or above the absolute ``grad_ceiling`` at any time. One spike is a
-    warning (clipping usually absorbs it); ``grad_patience`` in a row is fatal. The warning re-arms after
-    ``grad_rearm_points`` normal norms in a row, so intermittent spikes do not alert every other step.
-
-    Non-finite gradient norm: fatal after ``nonfinite_grad_patience`` in a row (1 here: this project trains in
-    bf16 or fp32; with fp16 loss scaling an occasional inf norm is a skipped step, so raise it to ~3 there).
-
-    Overfit (REFERENCE A.2): gap = eval loss - mean of the last ``gap_window`` train losses; > ``overfit_gap``
-    (0.5) is a warning, > ``overfit_watch_gap`` (0.3) is info (watch), below is good.
-
-    Dead learning rate (warning): lr <= ``dead_lr`` over at least ``dead_lr_steps`` steps while not in the
-    schedule's warm-up and not in its last ``dead_lr_tail_frac`` of steps (nor the last ``dead_lr_steps``),
-    where a decaying schedule legitimately reaches zero.
-
-    Stall (warning): no training step for ``stall_s`` seconds (10 min: a step of a small model takes seconds
-    even on a CPU; a checkpoint save or an evaluation touches the clock too).
-    """
-
-    ema_alpha: float = 0.1
-    divergence_factor: float = 2.5
-    divergence_min_rise: float = 0.5
-    divergence_warmup_steps: int = 10
-    divergence_min_points: int = 5
-    divergence_patience: int = 2
-    grad_factor: float = 10.0
-    grad_floor: float = 1.0
-    grad_ceiling: float = 1e3
-    grad_window: int = 50
-    grad_warmup_points: int = 5
-    grad_patience: int = 3
-    grad_rearm_points: int = 5
-    nonfinite_grad_patience: int = 1
-    overfit_watch_gap: float = 0.3
-    overfit_gap: float = 0.5
-    gap_window: int = 10
-    dead_lr: float = 1e-10
-    dead_lr_steps: int = 10
-    dead_lr_tail_frac: float = 0.1
-    stall_s: float = 600.0
-
-
-@dataclass
-class Finding:
-    """One thing the checker saw: what (message), when (step), how bad (severity), and the written diagnosis."""
-
-    kind: Kind
-    severity: Severity
-    step: int | None
-    message: str
-    diagnosis: str
-    evidence: dict[str, Any] = field(default_factory=dict)
-    ts: float = field(default_factory=time.time)
-
-    @property
-    def fatal(self) -> bool:
-        return self.severity == "fatal"
-
-    def to_dict(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))
+from engine.findings import RECENT, Finding, Severity, Thresholds, as_float, fmt, fmt_series, lines
 
 
 class _Latch:
@@ -192,7 +110,7 @@ class Checker:
         with self._lock:
             self.touch(step, now)
             out: list[Finding] = []
-            loss, lr, grad_norm = _float(loss), _float(lr), _float(grad_norm)
+            loss, lr, grad_norm = as_float(loss), as_float(lr), as_float(grad_norm)
             if lr is not None and math.isfinite(lr):
                 self.lrs.append((step, lr))
             out += self._nonfinite(step, loss, grad_norm)
@@ -210,7 +128,7 @@ class Checker:
         """One evaluation: a non-finite eval loss is fatal; otherwise the val-train gap is checked."""
         with self._lock:
             self.touch(step, now)
-            value = _float(eval_loss)
+            value = as_float(eval_loss)
             if value is None:
                 return []
             if not math.isfinite(value):
@@ -246,7 +164,7 @@ class Checker:
             where = f"step {step}" if step is not None else "the start"
             return self._record([Finding(
                 "stall", "warning", step, f"no training step for {idle:.0f} s (last: {where})",
-                _lines(
+                lines(
                     f"Seen: no step, evaluation batch or save for {idle:.0f} s (limit {self.t.stall_s:.0f} s); "
                     f"the last step was {where}{self._schedule_note(step)}.",
                     "Likely causes: the machine is swapping (out of RAM) or the GPU is out of memory and "
@@ -276,15 +194,15 @@ class Checker:
         lr = self.lrs[-1][1] if self.lrs else None
         note = ""
         if what == "grad norm":
-            note = (f" The logged loss was {_fmt(other)}: the trainer leaves non-finite losses out of its logged "
+            note = (f" The logged loss was {fmt(other)}: the trainer leaves non-finite losses out of its logged "
                     "average (logging_nan_inf_filter), so the loss can look normal (or read 0) while the "
                     "gradients are already NaN.")
         return [Finding(
             "nan", "fatal", step, f"{what} is {value} at step {step}",
-            _lines(
+            lines(
                 f"Seen: the {what} became {value} at step {step}{self._schedule_note(step)}; the last finite "
-                f"losses were {_fmt_series(self.losses)}; gradient norms {_fmt_series(self.grad_norms)}; "
-                f"learning rate {_fmt(lr)}.{note}",
+                f"losses were {fmt_series(self.losses)}; gradient norms {fmt_series(self.grad_norms)}; "
+                f"learning rate {fmt(lr)}.{note}",
                 "The weights are most likely corrupted from here on, so the run was stopped without saving; "
                 "the last good checkpoint is the one to keep.",
                 "Likely causes: a learning rate too high for this model; fp16 overflow; an example with no "
@@ -316,11 +234,11 @@ class Checker:
         return [Finding(
             "divergence", "fatal", step,
             f"loss diverging: smoothed loss {self.ema:.3g} is {ratio:.1f}x its best {best:.3g} (step {step})",
-            _lines(
+            lines(
                 f"Seen: the smoothed training loss fell to {best:.4g} at step {best_step}, then rose to "
                 f"{self.ema:.4g} by step {step}{self._schedule_note(step)} ({ratio:.1f}x; the limit is "
-                f"{t.divergence_factor}x and +{t.divergence_min_rise}); recent losses {_fmt_series(self.losses)}; "
-                f"gradient norms {_fmt_series(self.grad_norms)}; learning rate {_fmt(lr)}.",
+                f"{t.divergence_factor}x and +{t.divergence_min_rise}); recent losses {fmt_series(self.losses)}; "
+                f"gradient norms {fmt_series(self.grad_norms)}; learning rate {fmt(lr)}.",
                 "Likely causes: a learning rate too high (or a warm-up too short) so the optimiser overshoots; "
                 "a stretch of bad data (garbled, duplicated or mislabelled examples); gradient clipping off; "
                 "fp16 instability.",
@@ -359,12 +277,12 @@ class Checker:
         causes = ("Likely causes: a learning rate too high; an outlier batch (a very long, repetitive or garbled "
                   "example); gradient clipping off; fp16 overflow.")
         seen = (f"Seen: gradient norm {norm:.4g} at step {step}{self._schedule_note(step)} ({against}); recent "
-                f"norms {_fmt_series(self.grad_norms)}; losses {_fmt_series(self.losses)}; learning rate "
-                f"{_fmt(lr)}.")
+                f"norms {fmt_series(self.grad_norms)}; losses {fmt_series(self.losses)}; learning rate "
+                f"{fmt(lr)}.")
         if new_fatal:
             return [Finding(
                 "grad-explosion", "fatal", step,
-                f"gradient explosion: {self._spikes} spikes in a row, grad norm {norm:.3g} (step {step})", _lines(
+                f"gradient explosion: {self._spikes} spikes in a row, grad norm {norm:.3g} (step {step})", lines(
                     seen + f" The norm stayed abnormal for {self._spikes} logged steps in a row (limit "
                     f"{t.grad_patience}), so the run was stopped before the weights are ruined.",
                     causes,
@@ -373,7 +291,7 @@ class Checker:
                 ), evidence)]
         return [Finding(
             "grad-explosion", "warning", step, f"gradient spike: grad norm {norm:.3g}, {against} (step {step})",
-            _lines(
+            lines(
                 seen,
                 "One spike is usually absorbed by gradient clipping; it becomes fatal if it lasts "
                 f"{t.grad_patience} logged steps in a row.",
@@ -395,10 +313,10 @@ class Checker:
         since = self._dead_since
         return [Finding(
             "dead-lr", "warning", step, f"learning rate is {lr:g} since step {since} (step {step})",
-            _lines(
+            lines(
                 f"Seen: the learning rate has been {lr:g} (<= {t.dead_lr:g}) from step {since} to step "
                 f"{step}{self._schedule_note(step)}, outside the warm-up ({self.warmup_steps} steps) and the end "
-                f"of the schedule; recent values {_fmt_series(self.lrs)}. The weights do not change: the compute "
+                f"of the schedule; recent values {fmt_series(self.lrs)}. The weights do not change: the compute "
                 "is wasted.",
                 "Likely causes: a scheduler that ended before training did (max_steps vs epochs mismatch, a run "
                 "resumed past its schedule); a learning rate set to 0 or far too small; a warm-up or decay "
@@ -420,7 +338,7 @@ class Checker:
         if severity == "warning":
             return Finding(
                 "overfit", "warning", step, f"overfitting: eval loss {eval_loss:.3g} is {gap:.2f} above train loss "
-                f"{train_loss:.3g} (step {step})", _lines(
+                f"{train_loss:.3g} (step {step})", lines(
                     seen + " The model is memorising the training examples rather than learning what "
                     "generalises.",
                     "Likely causes: too many epochs for the amount of data; too little or too repetitive data; "
@@ -430,7 +348,7 @@ class Checker:
                     "decay, or lower the rank.",
                 ), evidence)
         return Finding(
-            "overfit-watch", "info", step, f"val-train gap {gap:.2f} is in the watch band (step {step})", _lines(
+            "overfit-watch", "info", step, f"val-train gap {gap:.2f} is in the watch band (step {step})", lines(
                 seen + " Not overfitting yet, but the gap is growing beyond what is healthy.",
                 "Likely causes: the model starts to memorise (many epochs over a small dataset).",
                 "What to do: keep an eye on the eval loss; if the gap passes "
@@ -460,83 +378,3 @@ class Checker:
             if f.fatal and self.fatal is None:
                 self.fatal = f
         return found
-
-
-# --- the written record ------------------------------------------------------------------------------
-_WRITE_LOCK = threading.Lock()
-
-
-def write_diagnosis(run_dir: str | Path, finding: Finding) -> Path:
-    """Append a readable section to ``run_dir/diagnosis.md`` and one JSON line to ``run_dir/alerts.jsonl``.
-
-    Each is written with a single ``write`` on an O_APPEND descriptor, then fsync'd, so a crash leaves either
-    the whole line / section or none of it. Returns the path of diagnosis.md.
-    """
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    md = run_dir / "diagnosis.md"
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(finding.ts))
-    step = f"step {finding.step}" if finding.step is not None else "no step yet"
-    evidence = "\n".join(f"- {k}: {_fmt_evidence(v)}" for k, v in finding.evidence.items())
-    section = (f"## {finding.severity.upper()} {finding.kind} at {step} ({when})\n\n"
-               f"{finding.message}\n\n{finding.diagnosis}\n\nNumbers:\n{evidence}\n\n")
-    line = json.dumps(finding.to_dict(), allow_nan=False, separators=(",", ":")) + "\n"
-    with _WRITE_LOCK:
-        if not md.exists():
-            section = "# Training diagnosis\n\n" + section
-        _append(md, section.encode("utf-8"))
-        _append(run_dir / "alerts.jsonl", line.encode("utf-8"))
-    return md
-
-
-def _append(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        written = os.write(fd, data)
-        if written != len(data):  # a short write on a regular file means a full disk: finish it
-            os.write(fd, data[written:])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-# --- formatting --------------------------------------------------------------------------------------
-def _float(value) -> float | None:
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _jsonable(value):
-    """Non-finite floats become strings ("nan", "inf"), so the JSON is strict and still says what was seen."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4g}"
-
-
-def _fmt_series(values) -> str:
-    items = list(values)[-RECENT:]
-    return "[" + ", ".join(f"{v:.4g}@{s}" for s, v in items) + "]" if items else "(none)"
-
-
-def _fmt_evidence(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    if isinstance(value, list) and value and all(isinstance(v, list) and len(v) == 2 for v in value):
-        return ", ".join(f"{_fmt_evidence(v)} @ step {s}" for s, v in value)
-    return str(value)
-
-
-def _lines(*parts: str) -> str:
-    return "\n".join(parts)

@@ -16,7 +16,8 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from app.core import protocol as P
-from engine.checker import Checker, Finding, write_diagnosis
+from engine.checker import Checker
+from engine.findings import Finding, write_diagnosis
 
 FAULT_ENV = "NIGHTSCHOOL_FAULT"
 WATCHDOG_INTERVAL_S = 1.0

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from engine.checker import Checker, Finding, Thresholds, write_diagnosis
+from engine.checker import Checker
+from engine.findings import Finding, Thresholds, write_diagnosis
 
 MAX = 300
 WARMUP = 20
