@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--data", choices=("chat", "traces"), default="chat",
                         help="chat: the capital-city chats of tests/tiny_model.py; traces: skewed-length agent traces "
-                        "with tool calls (bench_recipes.trace_records)")
+                        "with tool calls (bench.trace_data.trace_records)")
     parser.add_argument("--short-share", type=float, default=0.0, help="traces: share of short chats among them")
     parser.add_argument("--packing", action="store_true", help="both sides with packing + padding_free")
     parser.add_argument("--threads", type=int, default=1, help="torch threads, both sides (0: torch's default; "
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
         h = Hyper(max_steps=a.steps, epochs=a.epochs, packing=a.packing)
         tokenizer = training_tokenizer(folder)
         if a.data == "traces":
-            from bench.bench_recipes import trace_records
+            from bench.trace_data import trace_records
 
             records, lengths = trace_records(a.records, tokenizer, h.max_length, short_share=a.short_share)
         else:
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
         if a.packing:  # the engine plans from the example count; capped to what the packed rows give (bench_recipes)
             import math
 
-            from bench.bench_recipes import packed_rows
+            from bench.trace_data import packed_rows
 
             rows = packed_rows(lengths, h.max_length)
             steps = min(steps, math.ceil(a.epochs * math.ceil(rows / (h.batch_size * h.grad_accum))))
