@@ -169,7 +169,7 @@ class Queue:
             return "queue paused: nothing new starts; running jobs go on"
         job = self._job(job_id)
         if job.state in ACTIVE:
-            self._command(job, "pause")
+            self.command(job, "pause")
             return f"job {job_id} paused (its engine waits between steps)"
         self._transition(job_id, WAITING, state="held", what="hold")
         return f"job {job_id} held: it will not start until resumed"
@@ -180,7 +180,7 @@ class Queue:
             return "queue resumed"
         job = self._job(job_id)
         if job.state in ACTIVE:
-            self._command(job, "resume")
+            self.command(job, "resume")
             return f"job {job_id} resumed"
         self._transition(job_id, ("held", "queued"), state="queued", what="resume")
         return f"job {job_id} queued again"
@@ -189,7 +189,7 @@ class Queue:
         """A running job saves a checkpoint and its adapter and ends as stopped; a waiting one just ends."""
         job = self._job(job_id)
         if job.state in ACTIVE:
-            self._command(job, "stop")
+            self.command(job, "stop")
             return f"job {job_id} is stopping: it saves a checkpoint and its adapter, then ends as stopped"
         self._transition(job_id, WAITING, state="stopped", what="stop")
         return f"job {job_id} stopped before it started"
@@ -214,7 +214,9 @@ class Queue:
             if run.ended_at is None:
                 run.state, run.ended_at, run.exit_code, run.error = "cancelled", utcnow(), exit_code, "cancelled"
 
-    def _command(self, job: Job, command: str):
+    def command(self, job: Job, command: str):
+        """Send a command (pause, resume, stop, checkpoint_now) to the job's running engine; its ack, or
+        EngineUnreachable with what to do."""
         run = self.manager.latest_run(job.id)
         spec, _ = JobSpec.read(Path(job.spec_path))
         return send_command(run.socket_path, spec.token, job.id, command,

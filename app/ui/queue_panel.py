@@ -147,8 +147,17 @@ class QueuePanel(QWidget):
         self._update_buttons()
 
     def _actions(self) -> dict:
-        return {self.pause_button: self.pause, self.resume_button: self.resume, self.stop_button: self.stop,
-                self.cancel_button: self.cancel, self.retry_button: self.retry, self.top_button: self.to_top}
+        """Each button and what it does to the selected job."""
+        c = self.controller
+        return {self.pause_button: self._for_selection(c.pause), self.resume_button: self._for_selection(c.resume),
+                self.stop_button: self._for_selection(c.stop_job), self.cancel_button: self.cancel,
+                self.retry_button: self._for_selection(c.retry), self.top_button: self._for_selection(c.to_top)}
+
+    def _for_selection(self, action):
+        def act() -> None:
+            if job := self.selected():
+                action(job)
+        return act
 
     # --- user actions --------------------------------------------------------------------------------
     def choose_files(self) -> None:
@@ -169,32 +178,12 @@ class QueuePanel(QWidget):
     def selected(self) -> str | None:
         return self.table.selected_id()
 
-    def pause(self) -> None:
-        if job := self.selected():
-            self.controller.pause(job)
-
-    def resume(self) -> None:
-        if job := self.selected():
-            self.controller.resume(job)
-
-    def stop(self) -> None:
-        if job := self.selected():
-            self.controller.stop_job(job)
-
     def cancel(self) -> None:
         job = self.selected()
         if job and self.confirm("Cancel job", f"Cancel job {job}?\n\nA running engine is ended now, without saving "
                                               "a new checkpoint. The checkpoints it has are kept: Retry resumes "
                                               "from the last one."):
             self.controller.cancel(job)
-
-    def retry(self) -> None:
-        if job := self.selected():
-            self.controller.retry(job)
-
-    def to_top(self) -> None:
-        if job := self.selected():
-            self.controller.to_top(job)
 
     def confirm(self, title: str, text: str) -> bool:
         answer = QMessageBox.question(self, title, text)

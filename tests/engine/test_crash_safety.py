@@ -15,7 +15,7 @@ import pytest
 from app.core import checkpoints as ckpt
 from app.core.events import read_events
 from tests.conftest import fast_hyper, write_jsonl
-from tests.engine.helpers import of_type
+from tests.engine.helpers import attempts, of_type
 from tests.tiny_model import chat_records
 
 STEPS = 40
@@ -42,14 +42,9 @@ def _last_seq(run_dir: Path) -> int:
 
 
 def _metrics_by_attempt(events: list) -> list[dict[int, dict]]:
-    """Per engine attempt (split at each `starting` state): step -> metrics body."""
-    attempts: list[dict[int, dict]] = []
-    for env in events:
-        if env.type == "state" and env.body.state == "starting":
-            attempts.append({})
-        elif env.type == "metrics" and env.body.loss is not None:
-            attempts[-1][env.body.step] = env.body
-    return attempts
+    """Per engine attempt: step -> metrics body."""
+    return [{e.body.step: e.body for e in a if e.type == "metrics" and e.body.loss is not None}
+            for a in attempts(events)]
 
 
 def test_kill_9_at_random_steps_resumes_and_finishes_continuously(tiny_model, tmp_path):

@@ -12,28 +12,8 @@ import pytest
 
 from app.core import protocol as P
 from app.core.client import EngineClient
-from app.core.spec import JobSpec
 from tests.conftest import fast_hyper
-from tests.engine.helpers import of_type, states, wait_for_events
-
-
-def _client(manager, job_id) -> EngineClient:
-    job, run = manager.job(job_id), manager.latest_run(job_id)
-    spec, _ = JobSpec.read(Path(job.spec_path))
-    return EngineClient(run.socket_path, spec.token, job_id)
-
-
-def _send(manager, job_id, command):
-    async def go():
-        client = _client(manager, job_id)
-        await client.connect(since_seq=10**9)
-        try:
-            ack = await client.command(command)
-        finally:
-            await client.close()
-        assert ack.type == "ack" and ack.body.command == command
-
-    asyncio.run(go())
+from tests.engine.helpers import attempts, of_type, send_command, states, wait_for_events
 
 
 def _running(events) -> bool:
@@ -41,8 +21,8 @@ def _running(events) -> bool:
 
 
 def _this_attempt_running(events) -> bool:
-    starts = [i for i, e in enumerate(events) if e.type == "state" and e.body.state == "starting"]
-    return _running(events[starts[-1]:]) if starts else False
+    runs = attempts(events)
+    return _running(runs[-1]) if runs else False
 
 
 def test_pause_resume_checkpoint_and_stop(manager, chat_file, tiny_model):
@@ -51,11 +31,13 @@ def test_pause_resume_checkpoint_and_stop(manager, chat_file, tiny_model):
     alive = lambda: manager.is_alive(run)  # noqa: E731
     wait_for_events(run.run_dir, _running, alive=alive)
 
-    _send(manager, job.id, "pause")
+    send_command(manager, job.id, "pause")
     events = wait_for_events(run.run_dir, lambda ev: "paused" in states(ev), alive=alive)
     paused_seq = [e.seq for e in of_type(events, "state") if e.body.state == "paused"][0]
-    _send(manager, job.id, "checkpoint_now")  # queued while paused: taken at the next step
-    _send(manager, job.id, "resume")
+    from app.cli import main as cli
+
+    assert cli(["checkpoint", job.id]) == 0  # the CLI's command path; queued while paused: taken at the next step
+    send_command(manager, job.id, "resume")
     events = wait_for_events(run.run_dir, lambda ev: states(ev)[-1] == "running" and of_type(ev, "checkpoint"),
                              alive=alive)
     resumed_seq = [e.seq for e in of_type(events, "state") if e.seq > paused_seq][0]
@@ -63,7 +45,7 @@ def test_pause_resume_checkpoint_and_stop(manager, chat_file, tiny_model):
     assert not of_type(between, "metrics"), "training went on while paused"
     assert of_type(events, "checkpoint")[0].body.reason == "requested"
 
-    _send(manager, job.id, "stop")
+    send_command(manager, job.id, "stop")
     job = manager.wait(job.id, timeout=120)
     assert job.state == "stopped", job.error
     events = wait_for_events(run.run_dir, lambda ev: True)

@@ -3,7 +3,6 @@ allows. One engine is visible (rank 0: socket, events, markers, result); the ran
 saves and stops; killing the job's process (the launcher) ends every rank and the job resumes from its checkpoint."""
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -14,11 +13,9 @@ import psutil
 import pytest
 
 from app.core import paths
-from app.core.client import EngineClient
 from app.core.events import read_events
-from app.core.spec import JobSpec
 from tests.conftest import fast_hyper
-from tests.engine.helpers import of_type, states, wait_for_events
+from tests.engine.helpers import attempts, of_type, send_command, states, wait_for_events
 
 STEPS, SAVE = 60, 10
 WORLD = "2 processes (gloo, cpu)"
@@ -160,32 +157,6 @@ def test_a_single_process_needs_no_collective(monkeypatch):
 
 
 # --- a real job with two CPU processes ---------------------------------------------------------------
-def _send(manager, job_id: str, command: str) -> None:
-    job, run = manager.job(job_id), manager.latest_run(job_id)
-    spec, _ = JobSpec.read(Path(job.spec_path))
-
-    async def go():
-        client = EngineClient(run.socket_path, spec.token, job_id)
-        await client.connect(since_seq=10**9)
-        try:
-            ack = await client.command(command)
-        finally:
-            await client.close()
-        assert ack.type == "ack" and ack.body.command == command
-
-    asyncio.run(go())
-
-
-def _attempts(events: list) -> list[list]:
-    """The events of each engine attempt (split at each `starting` state)."""
-    out: list[list] = []
-    for env in events:
-        if env.type == "state" and env.body.state == "starting":
-            out.append([])
-        out[-1].append(env)
-    return out
-
-
 def _ranks(spec_path: str) -> tuple[list[psutil.Process], list[psutil.Process]]:
     """(launchers, ranks) of a job: processes whose command line names its spec."""
     launchers, ranks = [], []
@@ -215,12 +186,12 @@ def test_two_cpu_processes_train_as_one_engine(manager, chat_file, tiny_model, n
     events = wait_for_events(run_dir, lambda ev: len(of_type(ev, "metrics")) >= 3, timeout=240, alive=alive)
     _, ranks = _ranks(job.spec_path)
     assert len(ranks) == 2, [p.cmdline() for p in ranks]
-    _send(manager, job.id, "pause")
+    send_command(manager, job.id, "pause")
     events = wait_for_events(run_dir, lambda ev: "paused" in states(ev), alive=alive)
     paused_seq = [e.seq for e in of_type(events, "state") if e.body.state == "paused"][0]
     time.sleep(1.5)  # several rounds of "still paused" between the ranks
-    _send(manager, job.id, "checkpoint_now")
-    _send(manager, job.id, "resume")
+    send_command(manager, job.id, "checkpoint_now")
+    send_command(manager, job.id, "resume")
     events = wait_for_events(run_dir, lambda ev: any(c.body.reason == "requested" for c in of_type(ev, "checkpoint"))
                              and _last_step(ev) >= SAVE + 2, alive=alive)
     resumed_seq = [e.seq for e in of_type(events, "state") if e.seq > paused_seq][0]
@@ -241,9 +212,9 @@ def test_two_cpu_processes_train_as_one_engine(manager, chat_file, tiny_model, n
 
     events = read_events(run_dir / "events.jsonl")
     assert [e.seq for e in events] == list(range(1, len(events) + 1))  # one numbering: one writer
-    attempts = _attempts(events)
-    assert len(attempts) == 2
-    for attempt in attempts:
+    runs = attempts(events)
+    assert len(runs) == 2
+    for attempt in runs:
         assert [e.body.message for e in of_type(attempt, "log")].count(WORLD) == 1
         steps = [e.body.step for e in of_type(attempt, "metrics") if e.body.loss is not None]
         assert len(steps) == len(set(steps)) and steps == sorted(steps), steps  # no step reported twice
