@@ -143,18 +143,12 @@ def cmd_command(args: argparse.Namespace) -> int:
         print(f"job {args.job} is {job.state}, not running", file=sys.stderr)
         return 2
 
-    async def send() -> None:
-        follower = manager.follower(args.job, lambda env: None)
-        await follower.client.connect(since_seq=10**9, alive=lambda: manager.is_alive(manager.latest_run(args.job)))
-        try:
-            await follower.client.command(args.command)
-        finally:
-            await follower.client.close()
+    from app.core.queue import Queue
 
     try:
-        asyncio.run(send())
+        Queue(manager.store, manager, inbox=False).command(job, args.command)
     except ConnectionError as exc:
-        print(f"error: {exc}. The job may have just ended: nightschool jobs", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"{args.command}: confirmed by job {args.job}")
     return 0
@@ -214,11 +208,13 @@ def build_parser() -> argparse.ArgumentParser:
     gui.set_defaults(func=cmd_gui)
     from app.cli_capture import register
     from app.cli_datasets import register as register_datasets
+    from app.cli_judge import register as register_judge
     from app.cli_queue import register as register_queue
 
     register(sub)
     register_datasets(sub)
     register_queue(sub)
+    register_judge(sub)
     return parser
 
 

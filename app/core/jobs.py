@@ -15,6 +15,7 @@ from app.core import paths
 from app.core import protocol as P
 from app.core.chatdata import check_chat_file, write_snapshot
 from app.core.client import EngineClient, Follower
+from app.core.datasets.registry import Registry
 from app.core.events import last_of, read_events
 from app.core.modelref import check_model_ref
 from app.core.schema import CheckpointRow, Job, Run, utcnow
@@ -66,10 +67,8 @@ class JobManager:
                        models_dir=str(paths.models_dir()), run_dir=str(run_dir),
                        socket_path=str(paths.socket_path(run_dir, job_id)), token=secrets.token_urlsafe(24),
                        hyper=hyper or Hyper(), budget=budget or Budget(), dry_run=dry_run, processes=processes)
-        spec.lineage = (lineage or Lineage()).model_copy(update={
-            "config_fingerprint": spec.config_fingerprint(), "code_hash": code_hash(),
-            "dataset_fingerprint": (lineage.dataset_fingerprint if lineage and lineage.dataset_fingerprint
-                                    else dataset_sha)})
+        spec.lineage = self._lineage(lineage or Lineage(), dataset, dataset_sha).model_copy(update={
+            "config_fingerprint": spec.config_fingerprint(), "code_hash": code_hash()})
         spec_path = run_dir / "spec.json"
         spec_sha = spec.write(spec_path)
         with self.store.session() as s:
@@ -88,6 +87,14 @@ class JobManager:
                 self._mark_failed(job_id, f"the engine could not be started: {exc}. Check the installation "
                                           "(bash packaging/install.sh) or NIGHTSCHOOL_ENGINE_PYTHON.")
         return self.job(job_id)
+
+    def _lineage(self, lineage: Lineage, dataset: str | Path, dataset_sha: str) -> Lineage:
+        """A job on a built dataset's file records that dataset's name and fingerprint (its sessions follow)."""
+        if not lineage.dataset_name and (built := Registry(self.store).of_file(dataset)) is not None:
+            lineage = lineage.model_copy(update={"dataset_name": built.name, "dataset_fingerprint": built.fingerprint})
+        if not lineage.dataset_fingerprint:
+            lineage = lineage.model_copy(update={"dataset_fingerprint": dataset_sha})
+        return lineage
 
     def _mark_failed(self, job_id: str, error: str) -> None:
         with self.store.session() as s:
@@ -232,26 +239,31 @@ class JobManager:
         return self.job(job_id)
 
     def _record_end(self, job_id, run_id, state, error, raw, exit_code, events) -> None:
+        """Claim the job, register the run's checkpoints, then mark the run ended: the store refuses a completed
+        run without a registered checkpoint (migration 0005's trigger), so the order is the registry's rule."""
         with self.store.session() as s:
             claimed = s.execute(update(Job).where(Job.id == job_id, Job.state.in_(ACTIVE)).values(state=state))
             if claimed.rowcount != 1:
                 return  # another process (GUI, CLI) finalised this job first
             job, run = s.get(Job, job_id), s.get(Run, run_id)
-            run.state = state
             if state == "failed":
                 job.error = error  # on success the note about set-aside lines stays
+            else:
+                self._register_checkpoints(s, job_id, run_id, events, P.Result.model_validate_json(raw))
+                s.flush()
+            run.state = state
             run.error, run.exit_code, run.result_json, run.ended_at = error, exit_code, raw, utcnow()
-            if state == "failed":
-                return
-            known = set(s.scalars(select(CheckpointRow.path).join(Run).where(Run.job_id == job_id)))
-            for env in events:  # every attempt's checkpoints that retention kept, each registered once
-                path = env.body.path if env.type == "checkpoint" else None
-                if path and path not in known and ckpt.verify(Path(path)) is not None:
-                    known.add(path)
-                    s.add(CheckpointRow(run_id=run_id, step=env.body.step, kind="checkpoint", path=path))
-            result = P.Result.model_validate_json(raw)
-            s.add(CheckpointRow(run_id=run_id, step=int(result.metrics.get("steps") or 0), kind="adapter",
-                                path=result.adapter_path, sha256=result.adapter_sha256))
+
+    @staticmethod
+    def _register_checkpoints(s, job_id: str, run_id: int, events, result: P.Result) -> None:
+        known = set(s.scalars(select(CheckpointRow.path).join(Run).where(Run.job_id == job_id)))
+        for env in events:  # every attempt's checkpoints that retention kept, each registered once
+            path = env.body.path if env.type == "checkpoint" else None
+            if path and path not in known and ckpt.verify(Path(path)) is not None:
+                known.add(path)
+                s.add(CheckpointRow(run_id=run_id, step=env.body.step, kind="checkpoint", path=path))
+        s.add(CheckpointRow(run_id=run_id, step=int(result.metrics.get("steps") or 0), kind="adapter",
+                            path=result.adapter_path, sha256=result.adapter_sha256))
 
     def follower(self, job_id: str, sink) -> Follower:
         """A Follower that replays this job's latest run and streams it live while its engine runs."""

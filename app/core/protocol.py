@@ -18,8 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 2  # 1: `built` and `report` (dataset workers); 2: alert severity + diagnosis, result lineage,
-# `plan` (dry run), metrics rewards, state `resuming`
+PROTOCOL_MINOR = 3  # 1: `built` and `report` (dataset workers); 2: alert severity + diagnosis, result lineage,
+# `plan` (dry run), metrics rewards, state `resuming`; 3: `evaluated` (evaluation worker)
 MAX_FRAME = 4 * 1024 * 1024  # bytes of JSON in one frame
 HEADER = struct.Struct(">I")
 
@@ -164,6 +164,16 @@ class Built(Body):
     examples: int
 
 
+class Evaluated(Body):
+    """An evaluation worker finished: where its report is (report.json + generations.jsonl) and the headline numbers."""
+
+    label: str
+    path: str
+    report_sha256: str
+    metrics: dict[str, float | None] = {}
+    contexts: int = 0
+
+
 class Report(Body):
     """A validation worker finished: what it checked and every problem found (example, check, detail)."""
 
@@ -212,7 +222,7 @@ class Ping(Body):
 
 REGISTRY: dict[str, type[Body]] = {
     "hello": Hello, "state": State, "progress": Progress, "metrics": Metrics, "log": Log, "alert": Alert,
-    "checkpoint": Checkpoint, "result": Result, "plan": Plan, "built": Built, "report": Report, "error": Error, "ack": Ack, "pong": Pong,
+    "checkpoint": Checkpoint, "result": Result, "plan": Plan, "built": Built, "evaluated": Evaluated, "report": Report, "error": Error, "ack": Ack, "pong": Pong,
     "pause": Pause, "resume": Resume, "stop": Stop, "checkpoint_now": CheckpointNow, "ping": Ping,
 }
 TYPE_OF: dict[type[Body], str] = {cls: name for name, cls in REGISTRY.items()}

@@ -37,7 +37,7 @@ def _text(content: Any) -> str:
     return content if isinstance(content, str) else ("" if content is None else json.dumps(content))
 
 
-def _shell_command(args: dict) -> str:
+def shell_command(args: dict) -> str:
     cmd = args.get("command", args.get("cmd", args.get("input", "")))
     if isinstance(cmd, list):
         cmd = cmd[-1] if len(cmd) == 3 and cmd[1] in ("-c", "-lc") else " ".join(map(str, cmd))
@@ -66,7 +66,7 @@ def is_exploratory(call: dict) -> bool:
     name = str(call.get("name") or "")
     args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
     if name.lower() in SHELL_TOOLS:
-        return _read_only_shell(_shell_command(args))
+        return _read_only_shell(shell_command(args))
     words = name_words(name)
     if any(w in WRITE_WORDS for w in words):
         return False

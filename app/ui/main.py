@@ -15,6 +15,7 @@ from app.core.queue import Queue
 from app.core.store import Store
 from app.ui.capture import CaptureController
 from app.ui.datasets import DatasetsController
+from app.ui.judge import JudgeController
 from app.ui import refguard
 from app.ui.main_window import MainWindow
 from app.ui.queue import QueueController
@@ -33,7 +34,7 @@ def build_window(store: Store | None = None, capture_config: CaptureConfig | Non
     controller = TrainingController(manager, queue=queue)
     config, problem = load_capture_config(capture_config)
     capture = CaptureController(store, config, watch=watch and problem is None)
-    window = MainWindow(controller, capture, DatasetsController(store), queue)
+    window = MainWindow(controller, capture, DatasetsController(store), queue, JudgeController(store))
     controller.attach_all()
     queue.start()
     capture.start()
@@ -83,6 +84,7 @@ def dispose(app: QApplication, window: MainWindow) -> None:
         window.capture_controller.stop()
     if window.datasets_controller is not None:
         window.datasets_controller.stop()
+    window.judge_controller.stop()
     window.deleteLater()
     app.processEvents()
     del window

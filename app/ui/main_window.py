@@ -10,6 +10,8 @@ from app.ui.capture import CaptureController, is_chat_file, redirect_note
 from app.ui.capture_panel import CapturePanel
 from app.ui.datasets import DatasetsController
 from app.ui.datasets_panel import DatasetsPanel
+from app.ui.judge import JudgeController
+from app.ui.judge_panel import JudgePanel
 from app.ui.queue import QueueController
 from app.ui.queue_panel import QueuePanel
 from app.ui.training import TrainingController
@@ -20,7 +22,8 @@ RESOURCES = Path(__file__).resolve().parents[2] / "resources"
 
 class MainWindow(QMainWindow):
     def __init__(self, controller: TrainingController, capture: CaptureController | None = None,
-                 datasets: DatasetsController | None = None, queue: QueueController | None = None) -> None:
+                 datasets: DatasetsController | None = None, queue: QueueController | None = None,
+                 judge: JudgeController | None = None) -> None:
         super().__init__()
         self.setWindowTitle("Nightschool")
         icon = RESOURCES / "nightschool.svg"
@@ -48,6 +51,11 @@ class MainWindow(QMainWindow):
         if datasets is not None:
             self.tabs.addTab(self.datasets, "Datasets")
             datasets.message.connect(self.show_status)
+        # the Judge tab reads the training controller's store unless given its own controller
+        self.judge_controller = judge or JudgeController(controller.manager.store)
+        self.judge = JudgePanel(self.judge_controller)
+        self.tabs.addTab(self.judge, "Judge")
+        self.judge_controller.message.connect(self.show_status)
         self.setCentralWidget(self.tabs)
         self.setAcceptDrops(True)
         controller.message.connect(self.show_status)
@@ -91,4 +99,5 @@ class MainWindow(QMainWindow):
             self.capture_controller.stop()
         if self.datasets_controller is not None:
             self.datasets_controller.stop()  # a running build is cancelled: nothing half-built is registered
+        self.judge_controller.stop()  # a running evaluation ends on its own; its result is dropped
         super().closeEvent(event)

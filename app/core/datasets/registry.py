@@ -57,6 +57,11 @@ class Registry:
         with self.store.session() as s:
             return s.scalar(select(BuiltDataset).where(BuiltDataset.name == name))
 
+    def of_file(self, file: str | Path) -> BuiltDataset | None:
+        """The built dataset a file belongs to (a job trained on `<dataset>/train.jsonl`), if any."""
+        folder = Path(file).expanduser().resolve().parent
+        return next((ds for ds in self.all() if Path(ds.path).resolve() == folder), None)
+
     def earlier(self, base_model: str, kind: str = "sft") -> list[BuiltDataset]:
         with self.store.session() as s:
             return list(s.scalars(select(BuiltDataset).where(BuiltDataset.base_model == base_model,

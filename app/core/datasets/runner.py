@@ -1,4 +1,4 @@
-"""Running a dataset worker (engine.dataset_build or engine.pairs) as a subprocess: its envelopes stream back on
+"""Running a worker (engine.dataset_build, engine.pairs, engine.evaluate) as a subprocess: its envelopes stream back on
 stdout for progress; when it ends its folder is checked against the manifest and registered (fail-closed)."""
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ class WorkerRun:
         self.err_path = self.folder / "worker.err"
         self.built: P.Built | None = None
         self.report: P.Report | None = None
+        self.evaluated: P.Evaluated | None = None
         self.error: P.Error | None = None
         with self.err_path.open("wb") as err:
             self.proc = subprocess.Popen([paths.engine_python(), "-m", module, "--spec", str(self.spec_path)],
@@ -59,6 +60,8 @@ class WorkerRun:
                 self.built = env.body
             elif isinstance(env.body, P.Report):
                 self.report = env.body
+            elif isinstance(env.body, P.Evaluated):
+                self.evaluated = env.body
             elif isinstance(env.body, P.Error):
                 self.error = env.body
             yield env

@@ -1,0 +1,122 @@
+"""Evaluating a model on a held-out set: choosing the set, reusing a cached evaluation with the same set, settings and
+adapter, else running the engine's evaluation worker (`engine.evaluate`) and recording its report."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from sqlalchemy import select
+
+from app.core import paths, protocol as P
+from app.core.datasets.registry import Registry
+from app.core.datasets.runner import WorkerRun
+from app.core.fingerprint import sha256_file
+from app.core.judge.evalset import EvalConfig, EvalSet
+from app.core.judge.registry import JudgeError, Target, cached_eval
+from app.core.judge.report import EvalReport, EvalSettings
+from app.core.schema import BuiltDataset, EvalRow
+from app.core.store import Store
+
+Sink = Callable[[P.Envelope], None]
+
+
+def evals_dir() -> Path:
+    path = paths.data_dir() / "evals"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _of_dataset(ds: BuiltDataset) -> EvalSet:
+    test = Path(ds.path) / "test.jsonl"
+    if ds.kind != "sft" or ds.test == 0 or not test.is_file():
+        raise JudgeError(f"the dataset {ds.name} has no held-out (test) examples",
+                         fix="build a dataset with a test share above 0, or pass a held-out file")
+    return EvalSet(f"{ds.name}/test", test, sha256_file(test), ds.base_model,
+                   tuple(p for p in (Path(ds.path) / "train.jsonl",) if p.is_file()))
+
+
+def latest_heldout(store: Store, base_model: str) -> BuiltDataset | None:
+    with store.session() as s:
+        return s.scalar(select(BuiltDataset).where(BuiltDataset.base_model == base_model, BuiltDataset.kind == "sft",
+                                                   BuiltDataset.test > 0).order_by(BuiltDataset.id.desc()))
+
+
+def choose_set(store: Store, target: Target, dataset: str | None = None, file: str | Path | None = None) -> EvalSet:
+    """The held-out set: a named dataset's test split, a file, the test split of the dataset the checkpoint trained
+    on, the newest dataset of its base model with a test split, or the job's own eval snapshot."""
+    if file:
+        path = Path(file).expanduser()
+        if not path.is_file():
+            raise JudgeError(f"{path} is not a file", fix="pass a chat JSONL file of held-out sessions")
+        return EvalSet(path.name, path.resolve(), sha256_file(path))
+    reg = Registry(store)
+    if dataset:
+        ds = reg.get(dataset)
+        if ds is None:
+            raise JudgeError(f"no dataset named {dataset!r}", fix="see `nightschool dataset list`")
+        return _of_dataset(ds)
+    trained_on = target.spec.lineage.dataset_name if target.spec else None
+    if trained_on and (ds := reg.get(trained_on)) is not None and ds.test > 0:
+        return _of_dataset(ds)
+    if (ds := latest_heldout(store, target.base_model)) is not None:
+        return _of_dataset(ds)
+    if target.spec and target.spec.eval_path and Path(target.spec.eval_path).is_file():
+        path = Path(target.spec.eval_path)
+        return EvalSet(f"{target.job.id}/eval", path, sha256_file(path))
+    raise JudgeError(f"there is no held-out set for {target.base_model}",
+                     why="no built dataset of this base model has a test split, and the job had no eval file",
+                     fix="build one (nightschool dataset build) or pass --data FILE")
+
+
+def _config(target: Target, evset: EvalSet, settings: EvalSettings) -> EvalConfig:
+    return EvalConfig(label=target.label, base_model=target.base_model, adapter=target.adapter,
+                      adapter_sha256=target.adapter_sha256(), eval_file=str(evset.path), eval_set=evset.name,
+                      eval_set_sha256=evset.sha256, schema_files=[str(p) for p in evset.schema_files],
+                      settings=settings)
+
+
+def evaluate(store: Store, target: Target, evset: EvalSet, settings: EvalSettings | None = None,
+             sink: Sink | None = None, force: bool = False) -> tuple[EvalRow, EvalReport]:
+    """The target's evaluation on `evset` (cached unless `force`); JudgeError with the worker's reason on failure."""
+    settings = settings or EvalSettings()
+    config = _config(target, evset, settings)
+    if not force and (row := cached_eval(store, target, evset.sha256, config.settings_sha256())) is not None:
+        return row, EvalReport.read(Path(row.report_path))
+    work = WorkerRun(store, "engine.evaluate", {"config": config.model_dump()})
+    try:
+        for env in work.events():
+            if sink is not None:
+                sink(env)
+        code = work.proc.wait()
+        if work.evaluated is None:
+            raise JudgeError(f"evaluating {target.label} failed", why=work._failure(code))
+        return _record(store, target, config, Path(work.evaluated.path))
+    finally:
+        shutil.rmtree(work.folder, ignore_errors=True)
+
+
+def _record(store: Store, target: Target, config: EvalConfig, out: Path) -> tuple[EvalRow, EvalReport]:
+    report = EvalReport.read(out)
+    with store.session() as s:
+        row = EvalRow(checkpoint_id=target.id, base_model=target.base_model, label=target.label,
+                      adapter_sha256=config.adapter_sha256, eval_set=config.eval_set,
+                      eval_set_sha256=config.eval_set_sha256, settings_sha256=config.settings_sha256(),
+                      contexts=report.contexts, examples=report.examples, metrics_json=json.dumps(report.metrics),
+                      report_path="")
+        s.add(row)
+        s.flush()
+        folder = evals_dir() / f"eval-{row.id}"
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.move(str(out), folder)
+        row.report_path = str(folder / "report.json")
+    return row, report
+
+
+def generations(row: EvalRow) -> list[dict]:
+    """Every next action of an evaluation (key, prompt, teacher, student, outcome, why, reward)."""
+    path = Path(row.report_path).with_name("generations.jsonl")
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]

@@ -1,0 +1,108 @@
+"""An evaluation's report: the metrics of one model (the base, or base + a checkpoint's adapter) on one held-out set,
+how its next actions fared, and a fixed set of sample generations for side-by-side viewing. Also the composite score
+that ranks checkpoints."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Iterable
+
+from pydantic import BaseModel, Field
+
+REPORT = "report.json"
+# metric -> (words, better direction); the gate and the comparison table read this
+METRICS: dict[str, tuple[str, str]] = {
+    "loss": ("held-out loss", "lower"),
+    "perplexity": ("perplexity", "lower"),
+    "agreement": ("next-action agreement", "higher"),
+    "tool_agreement": ("same tool as the teacher", "higher"),
+    "validity": ("tool-call validity", "higher"),
+    "reward": ("behavioural reward", "higher"),
+}
+COMPOSITE = {"loss": 0.3, "agreement": 0.3, "validity": 0.2, "reward": 0.2}  # loss enters as 1 / (1 + loss)
+
+
+class Sample(BaseModel):
+    """One held-out prompt: what the teacher did next and what this model generated."""
+
+    key: str
+    session_id: str = ""
+    turn: int = 0
+    prompt: str  # the end of the context (the last user / tool messages), as text
+    teacher: str  # the teacher's action in the Hermes text convention
+    student: str
+    outcome: str
+
+
+class EvalSettings(BaseModel):
+    """What decides an evaluation's numbers besides the model and the data (cached evals must share them)."""
+
+    max_contexts: int = Field(48, ge=1)
+    max_new_tokens: int = Field(160, ge=8, le=4096)
+    max_examples: int = Field(200, ge=1)  # for the teacher-forced loss
+    samples: int = Field(8, ge=0)
+    seed: int = 0
+
+
+class EvalReport(BaseModel):
+    format: int = 1
+    label: str  # "base" or the checkpoint's label
+    base_model: str
+    adapter: str | None = None
+    adapter_sha256: str | None = None
+    eval_set: str  # the held-out set's name (a dataset's test split, or a file)
+    eval_set_sha256: str
+    examples: int = 0
+    contexts: int = 0
+    metrics: dict[str, float | None] = Field(default_factory=dict)
+    outcomes: dict[str, int] = Field(default_factory=dict)
+    tokens: int = 0  # assistant tokens the loss was measured on
+    calls_attempted: int = 0
+    calls_valid: int = 0
+    samples: list[Sample] = Field(default_factory=list)
+    settings: EvalSettings = Field(default_factory=EvalSettings)
+    device: str = "cpu"
+    elapsed_s: float = 0.0
+
+    def write(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / (REPORT + ".tmp")
+        tmp.write_text(self.model_dump_json(indent=1), encoding="utf-8")
+        tmp.replace(folder / REPORT)
+        return folder / REPORT
+
+    @classmethod
+    def read(cls, path: Path) -> EvalReport:
+        path = Path(path)
+        return cls.model_validate_json((path / REPORT if path.is_dir() else path).read_text(encoding="utf-8"))
+
+
+def metrics_from(nll_sum: float, tokens: int, judged: Iterable, rewards: list[float]) -> tuple[dict, dict, int, int]:
+    """(metrics, outcome counts, calls attempted, calls valid) from the summed token NLL, the judged next actions
+    (nextaction.Judged) and the behavioural rewards. Validity = valid / attempted tool-call blocks; a model that never
+    attempted one where the teacher called tools scores 0 (it cannot call tools), with no such case it is None."""
+    judged = list(judged)
+    loss = nll_sum / tokens if tokens else None
+    outcomes = Counter(j.outcome for j in judged)
+    attempted, valid = sum(j.attempted for j in judged), sum(j.valid for j in judged)
+    tool_cases = [j for j in judged if j.teacher_tool]
+    same_tool = sum(j.outcome in ("agree", "other_args", "invalid_args") for j in tool_cases)
+    metrics = {
+        "loss": loss,
+        "perplexity": math.exp(min(loss, 50.0)) if loss is not None else None,
+        "agreement": outcomes["agree"] / len(judged) if judged else None,
+        "tool_agreement": same_tool / len(tool_cases) if tool_cases else None,
+        "validity": valid / attempted if attempted else (0.0 if tool_cases else None),
+        "reward": sum(rewards) / len(rewards) if rewards else None,
+    }
+    return metrics, dict(outcomes), attempted, valid
+
+
+def composite(metrics: dict[str, float | None]) -> float:
+    """A score in [0, 1] for ranking: 0.3 / (1 + loss) + 0.3 agreement + 0.2 validity + 0.2 reward (a missing
+    metric counts 0)."""
+    loss = metrics.get("loss")
+    parts = {"loss": 1.0 / (1.0 + loss) if loss is not None else 0.0,
+             **{k: metrics.get(k) or 0.0 for k in ("agreement", "validity", "reward")}}
+    return round(sum(COMPOSITE[k] * v for k, v in parts.items()), 4)

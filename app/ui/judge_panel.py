@@ -1,0 +1,269 @@
+"""Judge panel: tick models (the base and checkpoints), compare them (metric table with coloured deltas, overlaid
+training-loss curves, side-by-side generations, a ranking), and promote or roll back through the gate."""
+from __future__ import annotations
+
+from html import escape
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
+                               QProgressBar, QPushButton, QSplitter, QTextBrowser, QVBoxLayout, QWidget)
+
+from app.ui.judge import ROWS, Choice, Comparison, JudgeController, Judged, short_model
+from app.ui.training_panel import BANNER_STYLE
+from widgets.charts import LiveChart
+from widgets.compare_table import CompareTable
+from widgets.side_by_side import Case, Output, SideBySide
+
+REF = Qt.ItemDataRole.UserRole
+DIM = "color:#9aa0aa;"
+HEAD = "font-weight:bold;margin-top:6px;"
+VERDICT_STYLE = {"pass": BANNER_STYLE["info"], "fail": BANNER_STYLE["error"],
+                 "compare_only": "background:#4a3b1a;color:#ffe7b0;padding:8px;border-radius:4px;"}
+
+
+def heading(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setStyleSheet(HEAD)
+    return label
+
+
+def cases_of(comparison: Comparison) -> list[Case]:
+    """One case per held-out key any model has (the reference's fixed samples first), with every model's output."""
+    columns = comparison.columns
+    ordered = [comparison.columns[comparison.reference], *columns]
+    keys = list(dict.fromkeys(k for c in ordered for k in c.cases))
+    out = []
+    for key in keys:
+        first = next(c.cases[key] for c in ordered if key in c.cases)
+        outputs = [Output(c.short, c.cases[key].get("student", "") if key in c.cases else None,
+                          c.cases.get(key, {}).get("outcome", "")) for c in columns]
+        out.append(Case(key, first.get("prompt", ""), first.get("teacher", ""), outputs))
+    return out
+
+
+class JudgePanel(QWidget):
+    """The view; it subscribes to a JudgeController and never touches the store or the engine."""
+
+    def __init__(self, controller: JudgeController, parent=None) -> None:
+        super().__init__(parent)
+        self.controller = controller
+        self._build()
+        controller.choices_changed.connect(self._on_choices)
+        controller.deployed_changed.connect(self._on_deployed)
+        controller.busy_changed.connect(self._on_busy)
+        controller.progress.connect(self._on_progress)
+        controller.compared.connect(self._on_compared)
+        controller.judged.connect(self._on_judged)
+        controller.message.connect(self.show_message)
+        self._update_buttons()
+
+    # --- layout --------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.banner = QLabel()
+        self.banner.setWordWrap(True)
+        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.banner.setToolTip("Click to dismiss")
+        self.banner.mousePressEvent = lambda _event: self.banner.hide()
+        self.banner.hide()
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self._side())
+        split.addWidget(self._results())
+        split.setStretchFactor(1, 1)
+        split.setSizes([330, 850])
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.banner)
+        layout.addWidget(split, 1)
+
+    def _side(self) -> QWidget:
+        self.models = QListWidget()
+        self.models.itemChanged.connect(lambda _item: self._update_buttons())
+        self.models.currentItemChanged.connect(lambda *_: self._update_buttons())
+        self.file_edit = QLineEdit()
+        self.file_edit.setPlaceholderText("default: the checkpoint's held-out set")
+        self.file_edit.setToolTip("A chat JSONL of held-out sessions to evaluate on (empty: the test split of the "
+                                  "dataset the checkpoint trained on, or the newest one of its base model)")
+        self.file_button = QPushButton("…")
+        self.file_button.setFixedWidth(32)
+        self.file_button.clicked.connect(self.choose_file)
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.clicked.connect(self.compare)
+        self.refresh_button = QPushButton("Refresh")
+        self.refresh_button.clicked.connect(self.controller.refresh)
+        self.progress = QProgressBar()
+        self.progress.setFormat("evaluating… %v / %m")
+        self.progress.hide()
+        self.ranking = QListWidget()
+        self.ranking.currentItemChanged.connect(lambda *_: self._update_buttons())
+        self.promote_button = QPushButton("Promote")
+        self.promote_button.setToolTip("Judge the checkpoint against the base and the deployed model; only a pass "
+                                       "is deployed")
+        self.promote_button.clicked.connect(self.promote)
+        self.rollback_button = QPushButton("Roll back")
+        self.rollback_button.setToolTip("Deploy again what the current promotion replaced (or the base model)")
+        self.rollback_button.clicked.connect(self.rollback)
+        self.deployed = QLabel()
+        self.deployed.setWordWrap(True)
+        self.verdict = QTextBrowser()  # the gate's reasons can be many: it scrolls
+        self.verdict.setMinimumHeight(120)
+        self.verdict.hide()
+        return self._side_layout()
+
+    def _side_layout(self) -> QWidget:
+        side = QWidget()
+        layout = QVBoxLayout(side)
+        layout.setContentsMargins(0, 0, 4, 0)
+        hint = QLabel("Tick two or more models to compare; the base model is the reference when ticked.")
+        hint.setWordWrap(True)
+        hint.setStyleSheet(DIM)
+        file_row, buttons, actions = QHBoxLayout(), QHBoxLayout(), QHBoxLayout()
+        file_row.addWidget(self.file_edit, 1)
+        file_row.addWidget(self.file_button)
+        buttons.addWidget(self.compare_button, 1)
+        buttons.addWidget(self.refresh_button)
+        actions.addWidget(self.promote_button, 1)
+        actions.addWidget(self.rollback_button, 1)
+        for item in (heading("Models"), hint, self.models, QLabel("Held-out set"), file_row, buttons, self.progress,
+                     heading("Ranking (composite score)"), self.ranking, actions, self.deployed, self.verdict):
+            layout.addLayout(item) if isinstance(item, QHBoxLayout) else layout.addWidget(item)
+        layout.setStretchFactor(self.models, 2)
+        layout.setStretchFactor(self.ranking, 1)
+        layout.setStretchFactor(self.verdict, 3)
+        return side
+
+    def _results(self) -> QWidget:
+        self.table = CompareTable()
+        self.chart = LiveChart("Training loss", "loss", [], legend="title")
+        self.chart.setToolTip("The training loss of each compared checkpoint's job, up to the checkpoint's step")
+        self.chart.set_notice("Compare checkpoints to overlay their training loss")
+        self.side_by_side = SideBySide()
+        top = QSplitter(Qt.Orientation.Horizontal)
+        top.addWidget(self.table)
+        top.addWidget(self.chart)
+        top.setSizes([500, 360])
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(top)
+        split.addWidget(self.side_by_side)
+        split.setSizes([300, 380])
+        return split
+
+    # --- user actions --------------------------------------------------------------------------------
+    def checked(self) -> list[str]:
+        return [self.models.item(n).data(REF) for n in range(self.models.count())
+                if self.models.item(n).checkState() == Qt.CheckState.Checked]
+
+    def set_checked(self, refs: list[str]) -> None:
+        for n in range(self.models.count()):
+            item = self.models.item(n)
+            item.setCheckState(Qt.CheckState.Checked if item.data(REF) in refs else Qt.CheckState.Unchecked)
+
+    def choose_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Held-out chat file", "", "JSONL (*.jsonl);;All (*)")
+        if path:
+            self.file_edit.setText(path)
+
+    def compare(self) -> None:
+        self.controller.file = self.file_edit.text().strip() or None
+        self.controller.compare(self.checked())
+
+    def candidate(self) -> str | None:
+        """The checkpoint to promote: the one selected in the ranking, else the current one in the model list."""
+        for item in (self.ranking.currentItem(), self.models.currentItem()):
+            if item is not None and item.data(REF).startswith("#"):
+                return item.data(REF)
+        return None
+
+    def base_model(self) -> str | None:
+        """Whose deployment Roll back changes: the compared base model, else that of the ticked or current model."""
+        if self.controller.comparison is not None:
+            return self.controller.comparison.base_model
+        refs = self.checked() or ([self.models.currentItem().data(REF)] if self.models.currentItem() else [])
+        found = [c.base_model for c in self.controller.choices if c.ref in refs]
+        models = list(dict.fromkeys(c.base_model for c in self.controller.choices))
+        return found[0] if found else (models[0] if len(models) == 1 else None)
+
+    def promote(self) -> None:
+        if ref := self.candidate():
+            self.controller.file = self.file_edit.text().strip() or None
+            self.verdict.hide()
+            self.controller.promote(ref)
+
+    def rollback(self) -> None:
+        if model := self.base_model():
+            self.controller.rollback(model)
+
+    def show_message(self, level: str, text: str) -> None:
+        self.banner.setStyleSheet(BANNER_STYLE.get(level, BANNER_STYLE["info"]))
+        self.banner.setText(text)
+        self.banner.show()
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self.controller.refresh()  # checkpoints registered since the tab was last shown
+
+    # --- controller -> view ----------------------------------------------------------------------------
+    def _on_choices(self, choices: list[Choice]) -> None:
+        ticked, current = set(self.checked()), self.models.currentItem()
+        current_ref = current.data(REF) if current else None
+        self.models.blockSignals(True)
+        self.models.clear()
+        for choice in choices:
+            item = QListWidgetItem(choice.label)
+            item.setData(REF, choice.ref)
+            item.setToolTip(f"{choice.ref} · base model {choice.base_model}")
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Checked if choice.ref in ticked else Qt.CheckState.Unchecked)
+            self.models.addItem(item)
+            if choice.ref == current_ref:
+                self.models.setCurrentItem(item)
+        self.models.blockSignals(False)
+        self._update_buttons()
+
+    def _on_deployed(self, deployed: dict) -> None:
+        lines = [f"<b>Deployed</b> for {escape(short_model(m))}: {escape(label)}" for m, label in deployed.items()]
+        self.deployed.setText("<br>".join(lines) or "<b>Deployed</b>: nothing yet")
+
+    def _on_busy(self, busy: bool) -> None:
+        self.progress.setVisible(busy)
+        self.progress.setRange(0, 0)  # busy until the first progress says how far
+        self._update_buttons()
+
+    def _on_progress(self, phase: str, step: int, total: int) -> None:
+        self.progress.setRange(0, max(total, 1))
+        self.progress.setValue(min(step, max(total, 1)))
+        self.progress.setFormat(f"evaluating ({phase}) %v / %m")
+
+    def _on_compared(self, comparison: Comparison) -> None:
+        columns = comparison.columns
+        self.table.set_data(ROWS, [(c.short, {**c.metrics, "score": c.score}) for c in columns],
+                            comparison.reference)
+        self._show_curves(comparison)
+        self.side_by_side.set_cases(cases_of(comparison))
+        self.ranking.clear()
+        for n, column in enumerate(comparison.ranking):
+            item = QListWidgetItem(f"{n + 1}. {column.label} — {column.score:.3f}")
+            item.setData(REF, column.ref)
+            self.ranking.addItem(item)
+        self._update_buttons()
+
+    def _show_curves(self, comparison: Comparison) -> None:
+        self.chart.clear_all()
+        curves = [c for c in comparison.columns if c.curve[0]]
+        for column in curves:
+            self.chart.set_series(column.short, *column.curve)
+        self.chart.set_notice("" if curves else "No training loss recorded for these models")
+
+    def _on_judged(self, judged: Judged) -> None:
+        head = {"pass": "PASS", "fail": "FAIL", "compare_only": "COMPARE ONLY"}.get(judged.verdict, judged.verdict)
+        what = "promoted" if judged.promoted else "not promoted"
+        items = "".join(f"<li>{escape(r)}</li>" for r in judged.reasons)
+        self.verdict.setStyleSheet(VERDICT_STYLE.get(judged.verdict, BANNER_STYLE["error"]))
+        items = f"<ul style='-qt-list-indent:1'>{items}</ul>"
+        self.verdict.setText(f"<b>{head}</b> — {escape(judged.label)} {what}{items}")
+        self.verdict.show()
+
+    def _update_buttons(self) -> None:
+        idle = not self.controller.busy
+        self.compare_button.setEnabled(idle and len(self.checked()) >= 2)
+        self.promote_button.setEnabled(idle and self.candidate() is not None)
+        self.rollback_button.setEnabled(idle and self.base_model() is not None)
+        self.refresh_button.setEnabled(idle)

@@ -1,0 +1,138 @@
+"""Evaluation worker: `python -m engine.evaluate --spec FILE` measures one model (the base, or base + a LoRA adapter
+or checkpoint) on a held-out set: teacher-forced loss / perplexity on assistant tokens, next-action agreement and
+tool-call validity of greedy generations at the teacher's contexts, the behavioural reward (the training reward's
+functions), and a fixed set of sample generations. Writes report.json + generations.jsonl and prints protocol
+envelopes (progress, log, evaluated, error) on stdout, one JSON line each."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from app.core import protocol as P
+from app.core.datasets.agreement import as_text
+from app.core.fingerprint import sha256_file
+from app.core.judge import evalset, nextaction
+from app.core.judge.evalset import EvalConfig
+from app.core.judge.report import EvalReport, Sample, metrics_from
+from app.core.rewards import score
+from app.core.rewards_context import RewardContext
+from engine.dataset_build import Emitter, worker_main
+from engine.pairs import load_student
+
+LOSS_BATCH = 4
+GEN_BATCH = 8
+MAX_TOKENS = 2048  # longer examples are cut (from the left, keeping the latest turns) for the loss
+
+
+def example_nll(student, messages: list[dict]) -> tuple[list[int], list[int]]:
+    rendered = student.renderer.render(messages)
+    ids, mask = rendered["input_ids"], rendered["assistant_masks"]
+    return ids[-MAX_TOKENS:], mask[-MAX_TOKENS:]
+
+
+def teacher_forced(student, examples: list[list[dict]], progress) -> tuple[float, int]:
+    """(summed NLL, number of assistant tokens): every assistant token predicted from the tokens before it."""
+    torch = student.torch
+    encoded = [example_nll(student, m) for m in examples]
+    encoded = [e for e in encoded if sum(e[1][1:])]
+    nll, count = 0.0, 0
+    pad = student.tok.pad_token_id or 0
+    for start in range(0, len(encoded), LOSS_BATCH):
+        batch = encoded[start:start + LOSS_BATCH]
+        width = max(len(ids) for ids, _ in batch)
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        attn = torch.zeros((len(batch), width), dtype=torch.long)
+        labels = torch.full((len(batch), width), -100, dtype=torch.long)
+        for row, (tokens, mask) in enumerate(batch):
+            n = len(tokens)
+            ids[row, :n], attn[row, :n] = torch.tensor(tokens), 1
+            labels[row, :n] = torch.tensor([t if m else -100 for t, m in zip(tokens, mask)])
+        with torch.inference_mode():
+            logits = student.model(input_ids=ids.to(student.device), attention_mask=attn.to(student.device)).logits
+            shift, target = logits[:, :-1].float(), labels[:, 1:].to(student.device)
+            losses = torch.nn.functional.cross_entropy(shift.reshape(-1, shift.shape[-1]), target.reshape(-1),
+                                                       ignore_index=-100, reduction="sum")
+        nll += float(losses)
+        count += int((target != -100).sum())
+        progress("loss", min(start + LOSS_BATCH, len(encoded)), len(encoded))
+    return nll, count
+
+
+def generate(student, contexts, max_new_tokens: int, progress) -> list[tuple[str, bool]]:
+    """Greedy next actions, a batch at a time (left padding); each stops at the end of its turn or its first
+    complete tool call. (text, finished: it stopped by itself rather than at max_new_tokens)."""
+    torch, tok = student.torch, student.tok
+    tok.padding_side = "left"
+    out: list[tuple[str, bool]] = []
+    for start in range(0, len(contexts), GEN_BATCH):
+        prompts = [student.prompt(c.messages) for c in contexts[start:start + GEN_BATCH]]
+        enc = tok(prompts, add_special_tokens=False, return_tensors="pt", padding=True).to(student.device)
+        with torch.inference_mode():
+            gen = student.model.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens,
+                                         eos_token_id=sorted(student.stop), pad_token_id=tok.pad_token_id,
+                                         stop_strings=["</tool_call>"], tokenizer=tok)
+        for row in gen[:, enc["input_ids"].shape[1]:].tolist():
+            cut = next((i for i, t in enumerate(row) if t in student.stop), None)
+            text = tok.decode(row[:cut], skip_special_tokens=True).strip()
+            out.append((text, cut is not None or text.endswith("</tool_call>")))
+        progress("generate", len(out), len(contexts))
+    return out
+
+
+def run(spec: dict, out: Emitter) -> int:
+    config = EvalConfig.model_validate(spec["config"])
+    settings = config.settings
+    started = time.monotonic()
+    records = list(evalset.read_records(Path(config.eval_file)))
+    found = evalset.contexts(records, settings)
+    examples = evalset.loss_examples(records, settings)
+    if not found and not examples:
+        out.emit(P.Error(message=f"the held-out set {config.eval_set} has nothing to evaluate on",
+                         why="no example with an assistant message after a user message",
+                         fix="build a dataset with a test split (nightschool dataset build) or pass another file"))
+        return 1
+    schemas = evalset.tool_schemas([Path(f) for f in [*config.schema_files, config.eval_file]])
+    out.emit(P.Log(message=f"{len(examples)} examples for the loss, {len(found)} next actions from "
+                           f"{config.eval_set}; {len(schemas)} tool schema(s) inferred"))
+    student = load_student(config, spec["models_dir"], out)
+    nll, tokens = teacher_forced(student, examples, out.progress)
+    texts = generate(student, found, settings.max_new_tokens, out.progress)
+    judged, rewards, rows = [], [], []
+    keep = evalset.sample_keys(found, settings)
+    samples = []
+    for ctx, (text, finished) in zip(found, texts):
+        reward_ctx = RewardContext.from_messages(ctx.messages, ctx.teacher)
+        j = nextaction.judge(ctx.teacher, text, reward_ctx.tools, schemas, finished)
+        judged.append(j)
+        rewards.append(score(text, reward_ctx).total)
+        row = dict(key=ctx.key, session_id=ctx.session_id, turn=ctx.turn, prompt=evalset.prompt_tail(ctx.messages),
+                   teacher=as_text(ctx.teacher)["content"], student=text, outcome=j.outcome)
+        rows.append({**row, "why": j.why, "reward": rewards[-1]})
+        if ctx.key in keep:
+            samples.append(Sample(**row))
+    metrics, outcomes, attempted, valid = metrics_from(nll, tokens, judged, rewards)
+    report = EvalReport(label=config.label, base_model=config.base_model, adapter=config.adapter,
+                        adapter_sha256=config.adapter_sha256, eval_set=config.eval_set,
+                        eval_set_sha256=config.eval_set_sha256, examples=len(examples), contexts=len(found),
+                        metrics=metrics, outcomes=outcomes, tokens=tokens, calls_attempted=attempted,
+                        calls_valid=valid, samples=samples, settings=settings, device=student.device,
+                        elapsed_s=round(time.monotonic() - started, 2))
+    folder = Path(spec["out"])
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "generations.jsonl").open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    path = report.write(folder)
+    out.emit(P.Evaluated(label=config.label, path=str(folder), report_sha256=sha256_file(path), metrics=metrics,
+                         contexts=len(found)))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return worker_main(argv, "engine.evaluate", "an evaluation", run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""The gate on the real SmolLM2-135M-Instruct: one SFT cycle on captured sessions passes against the base model on the
+frozen held-out split and is promoted; a cycle trained on shuffled targets (every assistant message moved to another
+example's slot) fails against the deployed model with the reasons in words, and what is deployed does not change."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from app.core.judge import promote as J
+from app.core.judge.registry import deployed
+from app.core.judge.report import EvalSettings
+from app.core.spec import Hyper
+from tests.conftest import write_jsonl
+from tests.datasets.helpers import records
+from tests.judge.conftest import build_heldout, builder_for
+
+pytestmark = pytest.mark.slow
+SETTINGS = EvalSettings(max_contexts=24, max_new_tokens=72, max_examples=40, samples=4)
+HYPER = Hyper(max_steps=36, epochs=100, batch_size=4, grad_accum=1, warmup=0.0, learning_rate=1e-3, max_length=512,
+              save_steps=100, lora_r=16, lora_alpha=32)
+
+
+def shuffled_targets(folder: Path, out: Path, seed: int = 0) -> Path:
+    """The train split with every assistant message moved to another example's slot: same text, wrong places."""
+    recs = [{"messages": r["messages"]} for r in records(folder, "train")]
+    slots = [(i, j) for i, r in enumerate(recs) for j, m in enumerate(r["messages"]) if m["role"] == "assistant"]
+    moved = [recs[i]["messages"][j] for i, j in slots]
+    random.Random(seed).shuffle(moved)
+    for (i, j), msg in zip(slots, moved):
+        recs[i]["messages"][j] = msg
+    return write_jsonl(out, recs)
+
+
+def train(manager, file, model) -> str:
+    job = manager.wait(manager.submit(file, model=str(model), hyper=HYPER).id, timeout=1500)
+    assert job.state == "completed", job.error
+    return job.id
+
+
+def test_a_real_cycle_passes_and_shuffled_targets_fail(store, manager, agent_dir, smollm2_folder, tmp_path):
+    ds = build_heldout(store, agent_dir, builder_for(store, smollm2_folder))
+    good = train(manager, Path(ds.path) / "train.jsonl", smollm2_folder)
+    judged, promoted = J.promote(store, good, settings=SETTINGS)
+    base, cand = judged.reports["base"].metrics, judged.reports["candidate"].metrics
+    print("\nbase", base, "\ngood", cand, "\n", judged.verdict.reasons)
+    assert judged.verdict.verdict == "pass", judged.verdict.reasons
+    assert cand["loss"] < base["loss"] and cand["agreement"] > base["agreement"]
+    assert promoted is not None
+
+    bad = train(manager, shuffled_targets(Path(ds.path), tmp_path / "shuffled.jsonl"), smollm2_folder)
+    refused, none = J.promote(store, bad, settings=SETTINGS)
+    print("bad", refused.reports["candidate"].metrics, "\n", refused.verdict.reasons)
+    assert none is None and refused.verdict.verdict == "fail"
+    failed = [c for c in refused.verdict.checks if not c.ok]
+    assert any(c.against == "deployed" and c.metric in ("loss", "agreement") for c in failed), refused.verdict.reasons
+    assert all(("vs the" in r) for r in refused.verdict.reasons)
+    assert deployed(store, str(smollm2_folder)).checkpoint_id == judged.target.id

@@ -1,0 +1,70 @@
+"""Promotion end to end on real parts with a tiny model: a dataset built from captured sessions, SFT jobs through the
+engine, the evaluation worker on the frozen held-out split, the gate, the deployed pointer, lineage, rollback. A
+trained checkpoint passes against the base and is promoted; a cycle that learned nothing fails against it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main as cli
+from app.core.judge import promote as J
+from app.core.judge.lineage import lineage
+from app.core.judge.registry import deployed, evals_of, passing_verdict
+from app.core.judge.report import EvalSettings
+from tests.conftest import fast_hyper
+from tests.datasets.helpers import records
+
+pytestmark = pytest.mark.slow
+SETTINGS = EvalSettings(max_contexts=24, max_new_tokens=48, samples=4)
+
+
+def train(manager, file, model, **hyper):
+    over = {**dict(max_length=512, max_steps=150, lora_r=16, lora_alpha=32, learning_rate=1e-2), **hyper}
+    job = manager.wait(manager.submit(file, model=str(model), hyper=fast_hyper(**over)).id, timeout=900)
+    assert job.state == "completed", job.error
+    return job
+
+
+def test_promote_lineage_refuse_and_roll_back(store, manager, heldout_dataset, agent_model, capsys):
+    ds, model = heldout_dataset, str(agent_model)
+    good = train(manager, Path(ds.path) / "train.jsonl", agent_model)
+    judged, promoted = J.promote(store, good.id, settings=SETTINGS)
+    cand, base = judged.reports["candidate"], judged.reports["base"]
+    assert cand.eval_set == f"{ds.name}/test" and cand.contexts >= 5 and cand.eval_set_sha256 == base.eval_set_sha256
+    assert cand.metrics["loss"] < base.metrics["loss"]
+    assert judged.verdict.verdict == "pass", judged.verdict.reasons
+    assert judged.verdict.reasons[0].startswith("held-out loss") and "improved" in judged.verdict.reasons[0]
+    assert promoted is not None and deployed(store, model).checkpoint_id == judged.target.id
+    assert len(cand.samples) == 4 and all(s.teacher and s.prompt for s in cand.samples)
+
+    # Lineage of the promoted checkpoint: its dataset's fingerprint and the sessions it came from.
+    info = lineage(store, f"#{judged.target.id}")
+    assert info["deployed"] and info["dataset"]["name"] == ds.name
+    assert info["dataset"]["fingerprint"] == ds.fingerprint
+    trained_on = {s["id"] for s in info["dataset"]["sessions"] if s["split"] == "train"}
+    assert trained_on == {r["session_id"] for r in records(Path(ds.path), "train")} and len(trained_on) >= 10
+    assert info["verdicts"][0]["verdict"] == "pass" and info["job"]["code_hash"]
+    assert cli(["lineage", f"#{judged.target.id}"]) == 0
+    out = capsys.readouterr().out
+    assert ds.fingerprint in out and next(iter(trained_on)) in out and "DEPLOYED" in out
+
+    # A cycle that learned nothing (a vanishing learning rate) is refused against the deployed model, with reasons.
+    idle = train(manager, Path(ds.path) / "train.jsonl", agent_model, learning_rate=1e-9, max_steps=10)
+    assert cli(["promote", idle.id, "--max-contexts", "24", "--max-new-tokens", "48"]) == 1
+    out = capsys.readouterr().out
+    assert "verdict on" in out and "FAIL" in out and "vs the deployed model: did not improve" in out
+    idle_info = lineage(store, idle.id)
+    assert idle_info["verdicts"][0]["verdict"] == "fail"
+    assert passing_verdict(store, idle_info["checkpoint"]["id"]) is None
+    assert deployed(store, model).checkpoint_id == judged.target.id  # the good model stays
+    assert len(evals_of(store, judged.target)) == 1  # cached: the deployed model was not evaluated twice
+
+    # Rollback: back to the base model; the pointer file says so.
+    assert cli(["rollback"]) == 0
+    assert deployed(store, model).checkpoint_id is None and deployed(store, model).action == "rollback"
+    pointer = json.loads((Path(store.path).parent / "deployed.json").read_text())
+    assert pointer[model]["checkpoint_id"] is None
+    assert cli(["rollback"]) == 2  # nothing left to roll back: a clear error
+    assert "nothing to roll back" in capsys.readouterr().err
