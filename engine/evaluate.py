@@ -88,9 +88,9 @@ def run(spec: dict, out: Emitter) -> int:
     records = list(evalset.read_records(Path(config.eval_file)))
     found = evalset.contexts(records, settings)
     examples = evalset.loss_examples(records, settings)
-    if not found and not examples:
+    if not found:
         out.emit(P.Error(message=f"the held-out set {config.eval_set} has nothing to evaluate on",
-                         why="no example with an assistant message after a user message",
+                         why="no example has an assistant message after a user message",
                          fix="build a dataset with a test split (nightschool dataset build) or pass another file"))
         return 1
     schemas = evalset.tool_schemas([Path(f) for f in [*config.schema_files, config.eval_file]])

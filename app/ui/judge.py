@@ -88,6 +88,7 @@ class JudgeController(QObject):
         self.comparison: Comparison | None = None
         self.deployed: dict[str, str] = {}
         self.busy = False
+        self._cancel = threading.Event()  # set on stop(): a running evaluation worker is terminated
         self._closed = False
         self._back.connect(self._dispatch)
 
@@ -140,8 +141,9 @@ class JudgeController(QObject):
             self._post(self.progress.emit, (env.body.phase, env.body.step, env.body.total))
 
     def stop(self) -> None:
-        """Window closing: results still in flight are dropped (a running evaluation finishes on its own)."""
+        """Window closing: a running evaluation's worker is stopped, results still in flight are dropped."""
         self._closed = True
+        self._cancel.set()
 
     # --- listing -------------------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -170,7 +172,7 @@ class JudgeController(QObject):
         return self._run(lambda: self._compare(list(refs)), self._on_compared, "Not compared", "judge-compare")
 
     def _compare(self, refs: list[str]) -> Comparison:
-        found = PR.compare(self.store, refs, self.dataset, self.file, self.settings, self._sink)
+        found = PR.compare(self.store, refs, self.dataset, self.file, self.settings, self._sink, self._cancel)
         jobs = JobManager(self.store)
         ranking = [column_of(c, jobs) for c in found]
         by_id = {c.checkpoint_id: c for c in ranking}
@@ -190,7 +192,8 @@ class JudgeController(QObject):
     def promote(self, ref: str) -> bool:
         """Through the gate: the verdict is recorded either way; only a pass moves the deployed pointer."""
         def work() -> tuple[Judged, dict]:
-            judgement, row = PR.promote(self.store, ref, self.dataset, self.file, self.settings, self._sink)
+            judgement, row = PR.promote(self.store, ref, self.dataset, self.file, self.settings, self._sink,
+                                        self._cancel)
             v = judgement.verdict
             done = Judged(judgement.target.label, v.verdict, v.summary(), v.reasons, row is not None)
             return done, read_deployed(self.store, self.choices)

@@ -228,6 +228,7 @@ class JudgePanel(QWidget):
         self._update_buttons()
 
     def _on_progress(self, phase: str, step: int, total: int) -> None:
+        self.progress.setFormat(f"{phase} %v / %m")
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(min(step, max(total, 1)))
         self.progress.setFormat(f"evaluating ({phase}) %v / %m")

@@ -17,7 +17,7 @@ from tests.conftest import fast_hyper
 from tests.datasets.helpers import records
 
 pytestmark = pytest.mark.slow
-SETTINGS = EvalSettings(max_contexts=24, max_new_tokens=48, samples=4)
+SETTINGS = EvalSettings(max_contexts=24, max_new_tokens=48)  # what the CLI flags below ask for: one cache
 
 
 def train(manager, file, model, **hyper):
@@ -37,7 +37,7 @@ def test_promote_lineage_refuse_and_roll_back(store, manager, heldout_dataset, a
     assert judged.verdict.verdict == "pass", judged.verdict.reasons
     assert judged.verdict.reasons[0].startswith("held-out loss") and "improved" in judged.verdict.reasons[0]
     assert promoted is not None and deployed(store, model).checkpoint_id == judged.target.id
-    assert len(cand.samples) == 4 and all(s.teacher and s.prompt for s in cand.samples)
+    assert len(cand.samples) == min(8, cand.contexts) and all(s.teacher and s.prompt for s in cand.samples)
 
     # Lineage of the promoted checkpoint: its dataset's fingerprint and the sessions it came from.
     info = lineage(store, f"#{judged.target.id}")

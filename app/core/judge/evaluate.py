@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -77,18 +78,33 @@ def _config(target: Target, evset: EvalSet, settings: EvalSettings) -> EvalConfi
                       settings=settings)
 
 
+def _labelled(env: P.Envelope, label: str) -> P.Envelope:
+    """Progress names the model it is about ("#12 …: generate")."""
+    if isinstance(env.body, P.Progress):
+        return env.model_copy(update={"body": env.body.model_copy(update={"phase": f"{label}: {env.body.phase}"})})
+    return env
+
+
 def evaluate(store: Store, target: Target, evset: EvalSet, settings: EvalSettings | None = None,
-             sink: Sink | None = None, force: bool = False) -> tuple[EvalRow, EvalReport]:
-    """The target's evaluation on `evset` (cached unless `force`); JudgeError with the worker's reason on failure."""
+             sink: Sink | None = None, force: bool = False, cancel: threading.Event | None = None
+             ) -> tuple[EvalRow, EvalReport]:
+    """The target's evaluation on `evset` (cached unless `force`); JudgeError with the worker's reason on failure,
+    or when `cancel` is set (the worker is stopped; nothing is recorded)."""
     settings = settings or EvalSettings()
     config = _config(target, evset, settings)
     if not force and (row := cached_eval(store, target, evset.sha256, config.settings_sha256())) is not None:
         return row, EvalReport.read(Path(row.report_path))
+    if sink is not None:
+        sink(P.make(P.Log(message=f"evaluating {target.label} on {evset.name}")))
     work = WorkerRun(store, "engine.evaluate", {"config": config.model_dump()})
     try:
         for env in work.events():
+            if cancel is not None and cancel.is_set():
+                work.cancel()
+                work.proc.wait()
+                raise JudgeError(f"the evaluation of {target.label} was cancelled", why="nothing was recorded")
             if sink is not None:
-                sink(env)
+                sink(_labelled(env, target.label))
         code = work.proc.wait()
         if work.evaluated is None:
             raise JudgeError(f"evaluating {target.label} failed", why=work._failure(code))

@@ -48,7 +48,8 @@ class Verdict(BaseModel):
     def summary(self) -> str:
         failed = [c.text for c in self.checks if not c.ok]
         head = {"pass": "PASS", "fail": "FAIL", "compare_only": "COMPARE ONLY"}[self.verdict]
-        return head + ": " + "; ".join(failed or self.notes or [c.text for c in self.checks][:2] or ["nothing to check"])
+        said = failed or self.notes or [c.text for c in self.checks][:2] or ["nothing to check"]
+        return head + ": " + "; ".join(said)
 
 
 def _fmt(value: float | None) -> str:

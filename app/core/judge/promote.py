@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +46,8 @@ def deployed_target(store: Store, base_model: str) -> Target | None:
 
 
 def compare(store: Store, refs: list[str], dataset: str | None = None, file: str | None = None,
-            settings: EvalSettings | None = None, sink: Sink | None = None) -> list[Compared]:
+            settings: EvalSettings | None = None, sink: Sink | None = None,
+            cancel: threading.Event | None = None) -> list[Compared]:
     """Each model evaluated on the same held-out set (the first checkpoint's), ranked by composite score."""
     targets = [resolve(store, r) for r in refs]
     base_model = next((t.base_model for t in targets if not t.is_base), targets[0].base_model)
@@ -54,24 +56,25 @@ def compare(store: Store, refs: list[str], dataset: str | None = None, file: str
         raise JudgeError("these checkpoints come from different base models",
                          why=", ".join(sorted({t.base_model for t in targets})), fix="compare within one base model")
     evset = choose_set(store, next((t for t in targets if not t.is_base), targets[0]), dataset, file)
-    out = [Compared(t, *evaluate(store, t, evset, settings, sink)) for t in targets]
+    out = [Compared(t, *evaluate(store, t, evset, settings, sink, cancel=cancel)) for t in targets]
     return sorted(out, key=lambda c: -c.score)
 
 
 def judge(store: Store, ref: str, dataset: str | None = None, file: str | None = None,
-          settings: EvalSettings | None = None, sink: Sink | None = None) -> Judgement:
+          settings: EvalSettings | None = None, sink: Sink | None = None,
+          cancel: threading.Event | None = None) -> Judgement:
     """Evaluate the candidate, the base and the deployed model on one held-out set; record the gate's verdict."""
     target = resolve(store, ref)
     if target.is_base:
         raise JudgeError("the base model is not a candidate", fix="name a checkpoint; roll back to return to the base")
     evset = choose_set(store, target, dataset, file)
-    cand_row, cand = evaluate(store, target, evset, settings, sink)
-    base_row, base = evaluate(store, Target(target.base_model), evset, settings, sink)
+    cand_row, cand = evaluate(store, target, evset, settings, sink, cancel=cancel)
+    base_row, base = evaluate(store, Target(target.base_model), evset, settings, sink, cancel=cancel)
     reports = {"candidate": cand, "base": base}
     dep = deployed_target(store, target.base_model)
     dep_row = None
     if dep is not None and dep.id != target.id:
-        dep_row, reports["deployed"] = evaluate(store, dep, evset, settings, sink)
+        dep_row, reports["deployed"] = evaluate(store, dep, evset, settings, sink, cancel=cancel)
     th = thresholds(store)
     verdict = G.judge(cand, base, reports.get("deployed"), th)
     with store.session() as s:
@@ -107,9 +110,10 @@ def _insert(store: Store, base_model: str, target: Target | None, verdict_id: in
 
 
 def promote(store: Store, ref: str, dataset: str | None = None, file: str | None = None,
-            settings: EvalSettings | None = None, sink: Sink | None = None) -> tuple[Judgement, Promotion | None]:
+            settings: EvalSettings | None = None, sink: Sink | None = None,
+            cancel: threading.Event | None = None) -> tuple[Judgement, Promotion | None]:
     """Through the gate: the verdict is recorded either way; only a pass is promoted (None otherwise)."""
-    judgement = judge(store, ref, dataset, file, settings, sink)
+    judgement = judge(store, ref, dataset, file, settings, sink, cancel)
     if judgement.verdict.verdict != "pass":
         return judgement, None
     target = judgement.target

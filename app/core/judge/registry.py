@@ -1,6 +1,5 @@
 """The model registry (REFERENCE A.5): run → checkpoint → eval → verdict → deployable. Resolving what a user names
-("base", a checkpoint id, a job id, a checkpoint folder), the evals and verdicts recorded for it, what is deployed for
-a base model, and its lineage (dataset, sessions, parent, config)."""
+("base", a checkpoint id, a job id, a checkpoint folder), the evals and verdicts recorded for it, what is deployed."""
 from __future__ import annotations
 
 import json
@@ -81,7 +80,7 @@ def checkpoint(store: Store, checkpoint_id: int) -> CheckpointRow | None:
 
 
 def resolve(store: Store, ref: str, base_model: str | None = None) -> Target:
-    """'base' (or 'base:MODEL'), '#12' / '12' (a checkpoint id), a job id (its final adapter), or a checkpoint folder."""
+    """'base' (or 'base:MODEL'), '#12' / '12' (a checkpoint id), a job id (its final adapter), a checkpoint folder."""
     ref = ref.strip()
     if ref == "base" or ref.startswith("base:"):
         return Target(ref.split(":", 1)[1] if ":" in ref else (base_model or "default"))
