@@ -3,7 +3,7 @@ real-world fixture sessions (../shared/fixtures/real-world), measured on the fro
 next-action agreement, tool-call validity, behavioural reward — printed as a table. Everything goes through the
 product: capture import, dataset build, a queued SFT job in the engine, the evaluation worker, the gate.
 
-    .venv/bin/python -m bench.bench_judge [--steps 40] [--max-contexts 32] [--fixtures DIR]"""
+    .venv/bin/python -m bench.bench_judge [--steps 8] [--max-contexts 32] [--fixtures DIR]"""
 from __future__ import annotations
 
 import argparse
@@ -18,7 +18,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real-w
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fixtures", type=Path, default=FIXTURES)
-    parser.add_argument("--steps", type=int, default=40, help="SFT steps (batch 4)")
+    parser.add_argument("--steps", type=int, default=8, help="SFT steps (batch 4; ~40 s each on 2 CPU cores)")
     parser.add_argument("--max-length", type=int, default=1024)
     parser.add_argument("--max-contexts", type=int, default=32)
     parser.add_argument("--max-new-tokens", type=int, default=96)
@@ -57,7 +57,13 @@ def run(args) -> None:
     hyper = Hyper(max_steps=args.steps, epochs=100, batch_size=4, grad_accum=1, warmup=0.0, learning_rate=1e-3,
                   max_length=args.max_length, save_steps=1000)
     t1 = time.perf_counter()
-    job = manager.wait(manager.submit(Path(ds.path) / "train.jsonl", hyper=hyper).id, timeout=7200)
+    job = manager.submit(Path(ds.path) / "train.jsonl", hyper=hyper)
+    try:
+        job = manager.wait(job.id, timeout=7200)
+    finally:  # an interrupted bench must not leave its engine training (engines outlive their clients by design)
+        run = manager.latest_run(job.id)
+        if run is not None and run.pid and manager.is_alive(run):
+            os.kill(run.pid, 9)
     if job.state != "completed":
         raise SystemExit(f"training failed: {job.error}")
     print(f"one SFT cycle: {args.steps} LoRA steps in {time.perf_counter() - t1:.0f} s")

@@ -16,7 +16,7 @@ from tests.conftest import write_jsonl
 from tests.datasets.helpers import records
 from tests.judge.conftest import build_heldout, builder_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # two SmolLM2 trainings, three evaluations
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]  # two SmolLM2 trainings, three evaluations
 SETTINGS = EvalSettings(max_contexts=20, max_new_tokens=64, max_examples=24, samples=4)
 HYPER = Hyper(max_steps=10, epochs=100, batch_size=4, grad_accum=1, warmup=0.0, learning_rate=1e-3, max_length=512,
               save_steps=100, lora_r=16, lora_alpha=32)
