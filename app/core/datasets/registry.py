@@ -15,18 +15,12 @@ from app.core import paths
 from app.core.datasets import manifest as M
 from app.core.fingerprint import sha256_file
 from app.core.schema import BuiltDataset, DatasetSession, HeldOut
+from app.core.errors import Explained
 from app.core.store import Store
 
 
-class RegistrationError(Exception):
+class RegistrationError(Explained):
     """A build that cannot be registered: what, why, what to do."""
-
-    def __init__(self, message: str, why: str = "", fix: str = "") -> None:
-        super().__init__(message)
-        self.message, self.why, self.fix = message, why, fix
-
-    def __str__(self) -> str:
-        return " ".join(x.rstrip(".") + "." for x in (self.message, self.why, self.fix) if x)
 
 
 @dataclass

@@ -12,18 +12,12 @@ from app.core.fingerprint import sha256_file
 from app.core.judge.gate import SETTING, Thresholds
 from app.core.schema import CheckpointRow, EvalRow, Job, Promotion, Run, Setting, VerdictRow
 from app.core.spec import JobSpec
+from app.core.errors import Explained
 from app.core.store import Store
 
 
-class JudgeError(Exception):
+class JudgeError(Explained):
     """A judging step that cannot be done: what, why, what to do (one sentence each)."""
-
-    def __init__(self, message: str, why: str = "", fix: str = "") -> None:
-        super().__init__(message)
-        self.message, self.why, self.fix = message, why, fix
-
-    def __str__(self) -> str:
-        return " ".join(x.rstrip(".") + "." for x in (self.message, self.why, self.fix) if x)
 
 
 @dataclass
