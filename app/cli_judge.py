@@ -49,7 +49,7 @@ def metric_table(rows: list[tuple[str, dict]]) -> str:
     """Metrics as rows, models as columns; after the first column each value carries its delta."""
     from app.core.judge.report import METRICS
 
-    width = max(14, *(len(label) + 2 for label, _ in rows))
+    width = max(18, *(len(label) + 2 for label, _ in rows))
     lines = [f"{'':24}" + "".join(f"{label:>{width}}" for label, _ in rows)]
     for metric, (words, _better) in METRICS.items():
         ref = rows[0][1].get(metric)
