@@ -26,7 +26,8 @@ GEN_BATCH = 8
 MAX_TOKENS = 2048  # longer examples are cut (from the left, keeping the latest turns) for the loss
 
 
-def example_nll(student, messages: list[dict]) -> tuple[list[int], list[int]]:
+def encoded(student, messages: list[dict]) -> tuple[list[int], list[int]]:
+    """Tokens and assistant mask as the model sees them (the latest MAX_TOKENS)."""
     rendered = student.renderer.render(messages)
     ids, mask = rendered["input_ids"], rendered["assistant_masks"]
     return ids[-MAX_TOKENS:], mask[-MAX_TOKENS:]
@@ -35,12 +36,12 @@ def example_nll(student, messages: list[dict]) -> tuple[list[int], list[int]]:
 def teacher_forced(student, examples: list[list[dict]], progress) -> tuple[float, int]:
     """(summed NLL, number of assistant tokens): every assistant token predicted from the tokens before it."""
     torch = student.torch
-    encoded = [example_nll(student, m) for m in examples]
-    encoded = [e for e in encoded if sum(e[1][1:])]
+    encoded_examples = [encoded(student, m) for m in examples]
+    usable = [e for e in encoded_examples if sum(e[1][1:])]
     nll, count = 0.0, 0
     pad = student.tok.pad_token_id or 0
-    for start in range(0, len(encoded), LOSS_BATCH):
-        batch = encoded[start:start + LOSS_BATCH]
+    for start in range(0, len(usable), LOSS_BATCH):
+        batch = usable[start:start + LOSS_BATCH]
         width = max(len(ids) for ids, _ in batch)
         ids = torch.full((len(batch), width), pad, dtype=torch.long)
         attn = torch.zeros((len(batch), width), dtype=torch.long)
@@ -56,7 +57,7 @@ def teacher_forced(student, examples: list[list[dict]], progress) -> tuple[float
                                                        ignore_index=-100, reduction="sum")
         nll += float(losses)
         count += int((target != -100).sum())
-        progress("loss", min(start + LOSS_BATCH, len(encoded)), len(encoded))
+        progress("loss", min(start + LOSS_BATCH, len(usable)), len(usable))
     return nll, count
 
 

@@ -86,13 +86,13 @@ class WorkerRun:
             pass
         code = self.proc.wait()
         try:
-            return (self.report, "") if self.report is not None else (None, self._failure(code))
+            return (self.report, "") if self.report is not None else (None, self.failure(code))
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def _outcome(self, code: int) -> Outcome:
         if self.built is None:
-            return Outcome(False, message=self._failure(code))
+            return Outcome(False, message=self.failure(code))
         try:
             reg = Registry(self.store).register(Path(self.built.path), self.built.manifest_sha256)
         except RegistrationError as exc:
@@ -100,7 +100,8 @@ class WorkerRun:
         return Outcome(True, reg.dataset.name, reg.identical_to, reg.dataset.examples, reg.dataset.fingerprint,
                        f"identical to {reg.identical_to}: nothing new was stored" if reg.identical_to else "built")
 
-    def _failure(self, code: int) -> str:
+    def failure(self, code: int) -> str:
+        """Why the worker produced nothing: its error envelope (what, why, fix), else its exit code and stderr."""
         if self.error is not None:
             e = self.error
             return " ".join(_sentence(x) for x in (e.message, e.why, e.fix) if x)

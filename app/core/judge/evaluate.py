@@ -107,7 +107,7 @@ def evaluate(store: Store, target: Target, evset: EvalSet, settings: EvalSetting
                 sink(_labelled(env, target.label))
         code = work.proc.wait()
         if work.evaluated is None:
-            raise JudgeError(f"evaluating {target.label} failed", why=work._failure(code))
+            raise JudgeError(f"evaluating {target.label} failed", why=work.failure(code))
         return _record(store, target, config, Path(work.evaluated.path))
     finally:
         shutil.rmtree(work.folder, ignore_errors=True)

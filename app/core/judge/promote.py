@@ -7,7 +7,6 @@ import json
 import os
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 from app.core import paths
 from app.core.judge import gate as G

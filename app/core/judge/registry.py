@@ -68,11 +68,6 @@ def _target_of(store: Store, row: CheckpointRow) -> Target:
     return Target(spec.model, row, job, spec)
 
 
-def checkpoint(store: Store, checkpoint_id: int) -> CheckpointRow | None:
-    with store.session() as s:
-        return s.get(CheckpointRow, checkpoint_id)
-
-
 def resolve(store: Store, ref: str, base_model: str | None = None) -> Target:
     """'base' (or 'base:MODEL'), '#12' / '12' (a checkpoint id), a job id (its final adapter), a checkpoint folder."""
     ref = ref.strip()
