@@ -12,6 +12,7 @@ from pathlib import Path
 from app.core import protocol as P
 from app.core.datasets.builder import BuildError, build
 from app.core.datasets.config import BuildConfig
+from app.core.errors import Explained
 from app.core.fingerprint import sha256_file
 from app.core.modelref import ModelRefError
 from app.core.store import Store
@@ -67,6 +68,8 @@ def worker_main(argv: list[str] | None, prog: str, what: str, run_fn) -> int:
     try:
         return run_fn(spec, out)
     except BuildError as exc:
+        out.emit(P.Error(message=exc.message, why=exc.why, fix=exc.fix))
+    except Explained as exc:  # a judge or ship refusal: what, why, what to do
         out.emit(P.Error(message=exc.message, why=exc.why, fix=exc.fix))
     except ModelRefError as exc:
         out.emit(P.Error(message="the base model cannot be used", why=str(exc)))

@@ -55,3 +55,42 @@ def build(out: Path, corpus: list[str] | None = None, vocab_size: int = 400, hid
 
 if __name__ == "__main__":
     print(build(Path(sys.argv[1])))
+
+
+def capital_chats(phrase: str = "The capital of {c} is {p}.", n: int = 64) -> list[dict]:
+    """Chats in the shape the export smoke test asks (the agent system message, a capital question)."""
+    from engine.smoke import TOOL_PROMPT
+
+    pairs = [("France", "Paris"), ("Spain", "Madrid"), ("Italy", "Rome"), ("Germany", "Berlin")]
+    return [{"messages": [TOOL_PROMPT[0], {"role": "user", "content": f"What is the capital of {c}?"},
+                          {"role": "assistant", "content": phrase.format(c=c, p=p)}]}
+            for c, p in (pairs * n)[:n]]
+
+
+def build_shippable(out: Path, steps: int = 50) -> Path:
+    """A tiny model llama.cpp's converter accepts (SmolLM2's tokenizer, read from the embedded GGUF, is one it knows)
+    briefly pre-trained with TRL so it answers a capital question and ENDS ITS TURN: a smoke test can pass on it."""
+    from datasets import Dataset
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from trl import SFTConfig, SFTTrainer
+
+    from engine.models import embedded_gguf
+
+    gguf = embedded_gguf()
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                         tie_word_embeddings=True)
+    import torch
+
+    torch.manual_seed(1)
+    model = LlamaForCausalLM(config)
+    args = SFTConfig(output_dir=str(out.parent / "pretrain"), max_steps=steps, per_device_train_batch_size=8,
+                     learning_rate=5e-3, lr_scheduler_type="constant", report_to=[], save_strategy="no",
+                     use_cpu=True, logging_steps=steps, disable_tqdm=True)
+    SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(capital_chats()), processing_class=tok).train()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out

@@ -18,8 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 3  # 1: `built` and `report` (dataset workers); 2: alert severity + diagnosis, result lineage,
-# `plan` (dry run), metrics rewards, state `resuming`; 3: `evaluated` (evaluation worker)
+PROTOCOL_MINOR = 4  # 1: `built` and `report` (dataset workers); 2: alert severity + diagnosis, result lineage,
+# `plan` (dry run), metrics rewards, state `resuming`; 3: `evaluated` (evaluation worker); 4: `exported` (export worker)
 MAX_FRAME = 4 * 1024 * 1024  # bytes of JSON in one frame
 HEADER = struct.Struct(">I")
 
@@ -174,6 +174,20 @@ class Evaluated(Body):
     contexts: int = 0
 
 
+class Exported(Body):
+    """An export worker finished: its folder, each GGUF with its smoke test, the LoRA GGUF, the embedded template."""
+
+    label: str
+    path: str
+    files: list[dict[str, Any]] = Field(default_factory=list)  # quant, file, sha256, size, smoke results
+    lora_file: str | None = None
+    template_sha256: str = ""
+    stop: list[str] = Field(default_factory=list)
+    eos_token: str = ""
+    bos_token: str = ""
+    template: str = ""
+
+
 class Report(Body):
     """A validation worker finished: what it checked and every problem found (example, check, detail)."""
 
@@ -222,7 +236,8 @@ class Ping(Body):
 
 REGISTRY: dict[str, type[Body]] = {
     "hello": Hello, "state": State, "progress": Progress, "metrics": Metrics, "log": Log, "alert": Alert,
-    "checkpoint": Checkpoint, "result": Result, "plan": Plan, "built": Built, "evaluated": Evaluated, "report": Report, "error": Error, "ack": Ack, "pong": Pong,
+    "checkpoint": Checkpoint, "result": Result, "plan": Plan, "built": Built, "evaluated": Evaluated,
+    "exported": Exported, "report": Report, "error": Error, "ack": Ack, "pong": Pong,
     "pause": Pause, "resume": Resume, "stop": Stop, "checkpoint_now": CheckpointNow, "ping": Ping,
 }
 TYPE_OF: dict[type[Body], str] = {cls: name for name, cls in REGISTRY.items()}

@@ -24,6 +24,8 @@ SAMPLES: dict[str, P.Body] = {
     "built": P.Built(name="sft-1", path="/d", manifest_sha256="b" * 64, fingerprint="c" * 64, examples=3),
     "evaluated": P.Evaluated(label="base", path="/e", report_sha256="d" * 64, metrics={"loss": 1.5, "reward": None},
                              contexts=12),
+    "exported": P.Exported(label="#3 job final", path="/x", files=[{"quant": "q4_k_m", "file": "m.gguf", "ok": True}],
+                           stop=["<|im_end|>"]),
     "report": P.Report(target="sft-1", checked=3, problems=[{"example": "x", "check": "leakage", "detail": "d"}]),
     "result": P.Result(job_id="j", status="completed", adapter_path="/a", adapter_sha256="a" * 64,
                        spec_sha256="b" * 64, dataset_sha256="c" * 64, base_model="default",

@@ -43,6 +43,7 @@ class WorkerRun:
         self.built: P.Built | None = None
         self.report: P.Report | None = None
         self.evaluated: P.Evaluated | None = None
+        self.exported: P.Exported | None = None
         self.error: P.Error | None = None
         with self.err_path.open("wb") as err:
             self.proc = subprocess.Popen([paths.engine_python(), "-m", module, "--spec", str(self.spec_path)],
@@ -62,6 +63,8 @@ class WorkerRun:
                 self.report = env.body
             elif isinstance(env.body, P.Evaluated):
                 self.evaluated = env.body
+            elif isinstance(env.body, P.Exported):
+                self.exported = env.body
             elif isinstance(env.body, P.Error):
                 self.error = env.body
             yield env
@@ -106,7 +109,7 @@ class WorkerRun:
             e = self.error
             return " ".join(_sentence(x) for x in (e.message, e.why, e.fix) if x)
         tail = self.err_path.read_text(encoding="utf-8", errors="replace")[-1500:] if self.err_path.exists() else ""
-        return f"the dataset worker ended (exit {code}) without a result. {tail.strip()}".strip()
+        return f"the worker ended (exit {code}) without a result. {tail.strip()}".strip()
 
 
 def _sentence(text: str) -> str:

@@ -98,8 +98,9 @@ def _write_pointer(base_model: str, target: Target | None, promotion: Promotion)
     os.replace(tmp, path)
 
 
-def _insert(store: Store, base_model: str, target: Target | None, verdict_id: int | None, action: str,
-            replaces_id: int | None, note: str) -> Promotion:
+def insert(store: Store, base_model: str, target: Target | None, verdict_id: int | None, action: str,
+           replaces_id: int | None, note: str) -> Promotion:
+    """A promotion row (promote / rollback / deploy) and the pointer file."""
     with store.session() as s:
         row = Promotion(base_model=base_model, checkpoint_id=target.id if target else None, verdict_id=verdict_id,
                         action=action, replaces_id=replaces_id, note=note)
@@ -119,7 +120,7 @@ def promote(store: Store, ref: str, dataset: str | None = None, file: str | None
     current = deployed(store, target.base_model)
     if current is not None and current.checkpoint_id == target.id:
         return judgement, current
-    row = _insert(store, target.base_model, target, judgement.row.id, "promote", current.id if current else None,
+    row = insert(store, target.base_model, target, judgement.row.id, "promote", current.id if current else None,
                   judgement.verdict.summary())
     return judgement, row
 
@@ -132,8 +133,8 @@ def rollback(store: Store, base_model: str) -> Promotion:
     with store.session() as s:
         before = s.get(Promotion, current.replaces_id) if current.replaces_id else None
     if before is None or before.checkpoint_id is None:
-        return _insert(store, base_model, None, None, "rollback", before.replaces_id if before else None,
+        return insert(store, base_model, None, None, "rollback", before.replaces_id if before else None,
                        f"rolled back from #{current.checkpoint_id} to the base model")
     target = resolve(store, str(before.checkpoint_id))
-    return _insert(store, base_model, target, before.verdict_id, "rollback", before.replaces_id,
+    return insert(store, base_model, target, before.verdict_id, "rollback", before.replaces_id,
                    f"rolled back from #{current.checkpoint_id} to #{target.id}")
