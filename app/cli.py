@@ -210,11 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli_datasets import register as register_datasets
     from app.cli_judge import register as register_judge
     from app.cli_queue import register as register_queue
+    from app.cli_ship import register as register_ship
 
     register(sub)
     register_datasets(sub)
     register_queue(sub)
     register_judge(sub)
+    register_ship(sub)
     return parser
 
 

@@ -1,4 +1,5 @@
-"""`nightschool eval | compare | promote | rollback | lineage | checkpoints`: judging checkpoints from the terminal."""
+"""`nightschool eval | compare | promote | rollback | lineage | checkpoints`: judging checkpoints from the terminal
+(rollback also switches the served model back when something was deployed)."""
 from __future__ import annotations
 
 import argparse
@@ -69,11 +70,11 @@ def _settings(args):
 
 
 def _run(fn) -> int:
-    from app.core.judge.registry import JudgeError
+    from app.core.errors import Explained
 
     try:
         return fn()
-    except JudgeError as exc:
+    except Explained as exc:  # a judge or ship refusal: what, why, what to do
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
@@ -140,7 +141,14 @@ def cmd_rollback(args) -> int:
 
         from app.core.judge.registry import JudgeError, history
 
+        from app.core.ship import deploy as D
+
         store = _store()
+        if args.model is None and D.current(store) is not None:  # the served model: switch back, then record
+            done = D.rollback(store)
+            where = f" (serving at {done.state['url']})" if done.state else " (the server is stopped)"
+            print(f"rolled back: {done.row.note}{where}")
+            return 0
         model = args.model or next((p.base_model for p in history(store)), None)
         if model is None:
             raise JudgeError("nothing has been promoted yet, so there is nothing to roll back")
@@ -227,7 +235,7 @@ def register(sub) -> None:
     pr.add_argument("checkpoint")
     _eval_args(pr)
     pr.set_defaults(func=cmd_promote)
-    rb = sub.add_parser("rollback", help="deploy again what the last promotion replaced")
+    rb = sub.add_parser("rollback", help="serve (and deploy) again what the last deployment or promotion replaced")
     rb.add_argument("--model", help="the base model (default: the one promoted last)")
     rb.set_defaults(func=cmd_rollback)
     ln = sub.add_parser("lineage", help="where a checkpoint comes from: dataset, sessions, parent, config, verdicts")

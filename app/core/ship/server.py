@@ -13,6 +13,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from app.core import paths
 from app.core.ship.errors import ShipError
 
@@ -63,15 +65,13 @@ def state() -> dict | None:
 
 
 def _alive(pid) -> bool:
+    """The process exists and is not a zombie (a killed server this process started is one until reaped)."""
     if not isinstance(pid, int):
         return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    return True
 
 
 def request(method: str, route: str, body: dict | None = None, key: str | None = "", timeout: float = 120.0,
@@ -121,7 +121,7 @@ def start(current: Model, standby: Model | None = None, port: int | None = None)
     with log.open("ab") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT),
                                 start_new_session=True)
-    _write_desired(True)
+    set_desired(True)
     return _wait_ready(proc, log)
 
 
@@ -141,7 +141,7 @@ def _wait_ready(proc: subprocess.Popen, log: Path) -> dict:
 
 def stop(timeout: float = 30.0) -> bool:
     """Ask the server to stop (then terminate it); False when none was running."""
-    _write_desired(False)
+    set_desired(False)
     st = state()
     if st is None:
         return False
@@ -192,7 +192,7 @@ def desired() -> bool:
         return False
 
 
-def _write_desired(running: bool) -> None:
+def set_desired(running: bool) -> None:
     path = serve_dir() / "desired.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"running": running}), encoding="utf-8")
