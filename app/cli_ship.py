@@ -35,6 +35,9 @@ def cmd_export(args) -> int:
             view.close()
         print_export(exp)
         gguf = exp.path((args.quant or [DEFAULT_QUANT])[0])
+        if args.lmstudio is not None:
+            where = lmstudio.export(gguf, gguf.name.split(".")[0], args.lmstudio or None)
+            print(f"LM Studio: {where}")
         if args.ollama:
             meta = exp.meta
             modelfile = ollama.write(exp.folder, gguf, meta["template"], meta["eos_token"], meta["bos_token"],
@@ -43,9 +46,6 @@ def cmd_export(args) -> int:
             print(f"Modelfile: {modelfile}\n{result.message}")
             if not result.ok:
                 return 1
-        if args.lmstudio is not None:
-            where = lmstudio.export(gguf, gguf.name.split(".")[0], args.lmstudio or None)
-            print(f"LM Studio: {where}")
         return 0
     return _run(go)
 

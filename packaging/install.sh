@@ -39,13 +39,20 @@ else
 fi
 
 step "llama-cpp-python $LLAMA_VERSION (built once, then reused from $WHEELS)"
+SDIST="$WHEELS/llama_cpp_python-${LLAMA_VERSION}.tar.gz"
+if [ ! -f "$SDIST" ]; then
+  # the source is kept: it holds llama.cpp's own GGUF converter scripts, which export needs
+  "${PIP[@]}" download --no-deps --no-binary :all: "llama-cpp-python==${LLAMA_VERSION}" -d "$WHEELS"
+fi
 if compgen -G "$WHEELS/llama_cpp_python-${LLAMA_VERSION}-*.whl" >/dev/null; then
   echo "cached wheel found"
 else
   echo "compiling llama.cpp (about 7 minutes on 2 cores; only the first time)"
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" "${PIP[@]}" wheel --no-deps "llama-cpp-python==${LLAMA_VERSION}" -w "$WHEELS"
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}" "${PIP[@]}" wheel --no-deps "$SDIST" -w "$WHEELS"
 fi
 
 step "nightschool${EXTRAS}"
 "${PIP[@]}" install --find-links "$WHEELS" -c packaging/constraints.txt -e ".${EXTRAS}"
+step "llama.cpp's GGUF converter (from the kept source, next to the installed llama-cpp-python)"
+.venv/bin/python -c "from engine import llama_tools; print(llama_tools.converter().parent)"
 step "done: .venv/bin/nightschool"

@@ -46,7 +46,7 @@ def served_name() -> str:
     return S.health()["model"]
 
 
-def test_train_export_deploy_chat_second_model_rollback(store, manager, shippable_model, tmp_path):
+def test_train_export_deploy_chat_second_model_rollback(store, manager, shippable_model, tmp_path, capsys):
     first = train(manager, tmp_path, shippable_model, "The capital of {c} is {p}.")
     second = train(manager, tmp_path, shippable_model, "{p} is the capital of {c}.")
 
@@ -60,6 +60,24 @@ def test_train_export_deploy_chat_second_model_rollback(store, manager, shippabl
     assert exp.row.lora_file and (exp.folder / exp.row.lora_file).read_bytes()[:4] == b"GGUF"
     assert exp.meta["stop"] == ["<|im_end|>"] and exp.meta["eos_token"] == "<|im_end|>"
     assert X.export(store, str(first.id), ["q4_k_m", "q8_0"]).row.id == exp.row.id  # reused, not redone
+
+    # The base model from the terminal, placed for LM Studio; Ollama is not installed here: a clear message.
+    assert cli(["export", f"base:{shippable_model}", "--quant", "f16", "--ollama", "ns-test",
+                "--lmstudio", str(tmp_path / "lms")]) == 1
+    out = capsys.readouterr().out
+    assert "smoke test passed" in out and "ollama create ns-test -f" in out and "Modelfile" in out
+    base_exp = X.history(store)[0]
+    placed = list((tmp_path / "lms").rglob("*.gguf"))
+    assert len(placed) == 1 and placed[0].read_bytes()[:4] == b"GGUF"
+    assert 'PARAMETER stop "<|im_end|>"' in (base_exp.folder / "Modelfile").read_text()
+    # The LoRA GGUF works on the base GGUF (for users who keep the base).
+    import llama_cpp
+
+    llm = llama_cpp.Llama(str(base_exp.path("f16")), lora_path=str(exp.folder / exp.row.lora_file), verbose=False)
+    try:
+        assert llm.create_chat_completion(QUESTION, max_tokens=24, temperature=0)["choices"][0]["message"]["content"]
+    finally:
+        llm.close()
 
     # Deploy the first: the server answers with the key and refuses without it.
     record_verdict(store, first.id)
