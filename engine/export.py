@@ -80,7 +80,7 @@ def run(spec: dict, out: Emitter) -> int:
     hf_dir = folder / "hf"
     tok = merged(config, Path(spec["models_dir"]), hf_dir, out)
     out.progress("convert", 0, 1)
-    f16 = llama_tools.convert(hf_dir, folder / f"{config.name}.f16.gguf", log)
+    f16 = llama_tools.convert(hf_dir, folder / f"{config.name}.f16.gguf", log, config.name)
     out.progress("convert", 1, 1)
     embedded, eos = check_template(f16, tok)
     files = []

@@ -81,9 +81,10 @@ def run_script(args: list[str], log: Path, what: str) -> None:
                         fix=f"the whole output is in {log}")
 
 
-def convert(model_dir: Path, out: Path, log: Path) -> Path:
+def convert(model_dir: Path, out: Path, log: Path, name: str | None = None) -> Path:
     """HF safetensors folder → f16 GGUF with llama.cpp's converter (chat template and special tokens embedded)."""
-    run_script([str(converter()), str(model_dir), "--outtype", "f16", "--outfile", str(out)], log,
+    named = ["--model-name", name] if name else []
+    run_script([str(converter()), str(model_dir), "--outtype", "f16", "--outfile", str(out), *named], log,
                "llama.cpp's convert_hf_to_gguf.py")
     return out
 

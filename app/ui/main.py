@@ -19,6 +19,7 @@ from app.ui.judge import JudgeController
 from app.ui import refguard
 from app.ui.main_window import MainWindow
 from app.ui.queue import QueueController
+from app.ui.ship import ShipController
 from app.ui.theme import apply_dark
 from app.ui.training import TrainingController
 
@@ -34,10 +35,12 @@ def build_window(store: Store | None = None, capture_config: CaptureConfig | Non
     controller = TrainingController(manager, queue=queue)
     config, problem = load_capture_config(capture_config)
     capture = CaptureController(store, config, watch=watch and problem is None)
-    window = MainWindow(controller, capture, DatasetsController(store), queue, JudgeController(store))
+    window = MainWindow(controller, capture, DatasetsController(store), queue, JudgeController(store),
+                        ShipController(store))
     controller.attach_all()
     queue.start()
     capture.start()
+    window.ship_controller.resume_serving()  # on its worker thread: the server runs again if the user left it on
     if problem:
         capture.config_problem = problem
         capture.message.emit("error", f"Not capturing: {problem}")
@@ -85,6 +88,7 @@ def dispose(app: QApplication, window: MainWindow) -> None:
     if window.datasets_controller is not None:
         window.datasets_controller.stop()
     window.judge_controller.stop()
+    window.ship_controller.stop()
     window.deleteLater()
     app.processEvents()
     del window

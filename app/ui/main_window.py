@@ -14,6 +14,8 @@ from app.ui.judge import JudgeController
 from app.ui.judge_panel import JudgePanel
 from app.ui.queue import QueueController
 from app.ui.queue_panel import QueuePanel
+from app.ui.ship import ShipController
+from app.ui.ship_panel import ShipPanel
 from app.ui.training import TrainingController
 from app.ui.training_panel import TrainingPanel
 
@@ -23,7 +25,7 @@ RESOURCES = Path(__file__).resolve().parents[2] / "resources"
 class MainWindow(QMainWindow):
     def __init__(self, controller: TrainingController, capture: CaptureController | None = None,
                  datasets: DatasetsController | None = None, queue: QueueController | None = None,
-                 judge: JudgeController | None = None) -> None:
+                 judge: JudgeController | None = None, ship: ShipController | None = None) -> None:
         super().__init__()
         self.setWindowTitle("Nightschool")
         icon = RESOURCES / "nightschool.svg"
@@ -56,6 +58,10 @@ class MainWindow(QMainWindow):
         self.judge = JudgePanel(self.judge_controller)
         self.tabs.addTab(self.judge, "Judge")
         self.judge_controller.message.connect(self.show_status)
+        self.ship_controller = ship or ShipController(controller.manager.store)
+        self.ship = ShipPanel(self.ship_controller)
+        self.tabs.addTab(self.ship, "Ship")
+        self.ship_controller.message.connect(self.show_status)
         self.setCentralWidget(self.tabs)
         self.setAcceptDrops(True)
         controller.message.connect(self.show_status)
@@ -100,4 +106,5 @@ class MainWindow(QMainWindow):
         if self.datasets_controller is not None:
             self.datasets_controller.stop()  # a running build is cancelled: nothing half-built is registered
         self.judge_controller.stop()  # a running evaluation ends on its own; its result is dropped
+        self.ship_controller.stop()  # a running export is cancelled; the model server keeps serving
         super().closeEvent(event)
