@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHea
 
 from app.core.capture.queries import SessionSummary, TranscriptMessage
 from app.ui.capture import CaptureController
-from app.ui.training_panel import BANNER_STYLE
+from widgets.banner import Banner
 from widgets.bars import LabelledBars, StackedBars
 
 AGENT_COLOURS = {"claude-code": "#ff9f43", "codex": "#2ecc71", "gemini": "#4f8cff"}
@@ -121,11 +121,7 @@ class CapturePanel(QWidget):
         top.addWidget(self.totals, 1)
         top.addWidget(self.import_button)
         top.addWidget(hint)
-        self.banner = QLabel()
-        self.banner.setWordWrap(True)
-        self.banner.setToolTip("Click to dismiss")
-        self.banner.mousePressEvent = lambda _event: self.banner.hide()
-        self.banner.hide()
+        self.banner = Banner()
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.banner)
@@ -262,9 +258,7 @@ class CapturePanel(QWidget):
             self.controller.keep_out(self.project)
 
     def show_message(self, level: str, text: str) -> None:
-        self.banner.setStyleSheet(BANNER_STYLE.get(level, BANNER_STYLE["info"]))
-        self.banner.setText(text)
-        self.banner.show()
+        self.banner.show_message(level, text)
 
 
 # --- transcript rendering (HTML-escaped, long texts cut) -------------------------------------------

@@ -15,7 +15,7 @@ from app.core.datasets.splits import SPLITS
 from app.ui.capture_panel import DIM, fill, key_at, make_table, reselect
 from app.ui.datasets import DatasetsController, Details, Preview
 from app.ui.datasets_form import BuildForm
-from app.ui.training_panel import BANNER_STYLE
+from widgets.banner import Banner
 from widgets.token_preview import TokenPreview
 
 COLUMNS = ["Name", "Kind", "Base model", "Splits", "Excluded", "Created", "Fingerprint"]
@@ -55,12 +55,7 @@ class DatasetsPanel(QWidget):
 
     # --- layout ------------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.banner = QLabel()
-        self.banner.setWordWrap(True)
-        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.banner.setToolTip("Click to dismiss")
-        self.banner.mousePressEvent = self._dismiss
-        self.banner.hide()
+        self.banner = Banner()
         self.table = make_table(COLUMNS, 2)  # the base model stretches: a name is never cut
         self.table.itemSelectionChanged.connect(self._on_select)
         for column, tip in HEADER_TIPS.items():
@@ -237,13 +232,8 @@ class DatasetsPanel(QWidget):
         if on:
             self.banner.hide()
 
-    def _dismiss(self, _event) -> None:
-        self.banner.hide()
-
     def show_message(self, level: str, text: str) -> None:
-        self.banner.setStyleSheet(BANNER_STYLE.get(level, BANNER_STYLE["info"]))
-        self.banner.setText(text)
-        self.banner.show()
+        self.banner.show_message(level, text)
 
 
 def model_label(row) -> str:

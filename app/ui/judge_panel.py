@@ -9,7 +9,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QLis
                                QProgressBar, QPushButton, QSplitter, QTextBrowser, QVBoxLayout, QWidget)
 
 from app.ui.judge import ROWS, Choice, Comparison, JudgeController, Judged, short_model
-from app.ui.training_panel import BANNER_STYLE
+from widgets.banner import STYLE as BANNER_STYLE, Banner
 from widgets.charts import LiveChart
 from widgets.compare_table import CompareTable
 from widgets.side_by_side import Case, Output, SideBySide
@@ -59,12 +59,7 @@ class JudgePanel(QWidget):
 
     # --- layout --------------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.banner = QLabel()
-        self.banner.setWordWrap(True)
-        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.banner.setToolTip("Click to dismiss")
-        self.banner.mousePressEvent = lambda _event: self.banner.hide()
-        self.banner.hide()
+        self.banner = Banner()
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self._side())
         split.addWidget(self._results())
@@ -192,9 +187,7 @@ class JudgePanel(QWidget):
             self.controller.rollback(model)
 
     def show_message(self, level: str, text: str) -> None:
-        self.banner.setStyleSheet(BANNER_STYLE.get(level, BANNER_STYLE["info"]))
-        self.banner.setText(text)
-        self.banner.show()
+        self.banner.show_message(level, text)
 
     def showEvent(self, event) -> None:
         super().showEvent(event)

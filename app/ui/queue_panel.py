@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QMen
 
 from app.core.spec import DEFAULT_MODEL
 from app.ui.queue import ENGINE, PRIORITIES, RECIPES, RETRYABLE, WAITING, QueueController
-from app.ui.training_panel import BANNER_STYLE
+from widgets.banner import Banner
 from widgets.job_table import format_eta
 from widgets.queue_table import QueueRow, QueueTable
 
@@ -112,12 +112,7 @@ class QueuePanel(QWidget):
         top.addStretch(1)
         for w in (self.queue_state, self.queue_button, QLabel("Jobs at once"), self.concurrent):
             top.addWidget(w)
-        self.banner = QLabel()
-        self.banner.setWordWrap(True)
-        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.banner.setToolTip("Click to dismiss")
-        self.banner.mousePressEvent = lambda _event: self.banner.hide()
-        self.banner.hide()
+        self.banner = Banner()
         self.table = QueueTable()
         self.table.job_selected.connect(self._on_selected)
         self.table.move_requested.connect(self.controller.move)
@@ -216,9 +211,7 @@ class QueuePanel(QWidget):
         menu.popup(self.table.viewport().mapToGlobal(pos))
 
     def show_message(self, level: str, text: str) -> None:
-        self.banner.setStyleSheet(BANNER_STYLE.get(level, BANNER_STYLE["info"]))
-        self.banner.setText(text)
-        self.banner.show()
+        self.banner.show_message(level, text)
 
     # --- controller -> view ----------------------------------------------------------------------------
     def _on_entries(self, entries: list) -> None:

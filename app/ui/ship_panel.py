@@ -4,194 +4,21 @@ from __future__ import annotations
 from html import escape
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QGridLayout, QGroupBox, QHBoxLayout, QHeaderView,
-                               QInputDialog, QLabel, QLayout, QLineEdit, QListWidget, QListWidgetItem, QProgressBar,
-                               QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QTextBrowser, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QGroupBox, QHBoxLayout, QHeaderView, QInputDialog,
+                               QLabel, QLineEdit, QListWidget, QListWidgetItem, QTableWidget, QTableWidgetItem,
+                               QTextBrowser, QVBoxLayout, QWidget)
 
 from app.core.ship.config import DEFAULT_QUANT, QUANTS
 from app.ui.judge_panel import DIM, heading
-from app.ui.ship import STAGES, Served, ShipChoice, ShipController, local_time, model_stem
-from app.ui.training_panel import BANNER_STYLE
+from app.ui.ship import ShipChoice, ShipController, model_stem
+from app.ui.ship_boxes import ServedBox, StageBars, button, export_html, fill, rich_label, splitter
+from widgets.banner import Banner
 
 REF = Qt.ItemDataRole.UserRole
 HISTORY = ("Time", "Action", "Model", "Quant", "Note")
 LEGEND = "✓ passed the gate · ✗ did not pass · – not judged · ◆ base model (no gate)"
 DEPLOY_TIP = ("Gate → export → smoke test → the built-in server serves it; the previous model stays loaded for an "
               "instant rollback")
-
-
-def seconds(value) -> str:
-    if value is None:
-        return "…"
-    value = max(0, round(value))
-    return f"{value // 60} min {value % 60:02d} s" if value >= 60 else f"{value} s"
-
-
-def size(n: int | None) -> str:
-    if not n:
-        return "?"
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
-
-
-def export_html(exp) -> str:
-    """The export's files with their smoke results (size, sha256 prefix, load time, speed, the answer)."""
-    lines = [f"<b>Export #{exp.row.id}</b> · {escape(exp.row.label)} · {local_time(exp.row.created_at)}"]
-    for f in exp.files:
-        verdict = ("✓ answers and stops" if f.get("ok") else
-                   "not smoke-tested" if f.get("ok") is None else f"✗ {escape(f.get('why', ''))}")
-        lines.append(f"<b>{escape(f['quant'])}</b> {escape(f['file'])} · {size(f.get('size'))} · "
-                     f"sha256 {escape(str(f.get('sha256', ''))[:12])}…<br>loads in {f.get('load_s', '?')} s · "
-                     f"{f.get('tokens_per_s', '?')} tok/s · {verdict}")
-        if f.get("answer"):
-            lines.append(f"<span style='{DIM}'>answer:</span> <i>{escape(f['answer'][:240])}</i>")
-    return "<br>".join(lines)
-
-
-def served_html(served: Served) -> str:
-    st = served.state
-    if st is None:
-        what = (f"Start server serves the current deployment: {escape(served.current.note)}."
-                if served.current else "Nothing deployed yet: Deploy a model to serve it.")
-        return f"<b style='color:#9aa0aa'>○ Stopped</b><br>{what}"
-    cur, standby = st.get("current") or {}, st.get("standby")
-    loaded = f", loaded in {cur['load_s']:.2f} s" if isinstance(cur.get("load_s"), (int, float)) else ""
-    label = f" — {escape(served.label)}" if served.label else ""
-    keep = (f"Previous model kept loaded for instant rollback: <b>{escape(standby.get('name', '?'))}</b>"
-            if standby else "No previous model loaded (Roll back loads it first)")
-    return (f"<b style='color:#2ecc71'>● Running</b> at <code>{escape(st.get('url', '?'))}</code><br>"
-            f"Serving <b>{escape(cur.get('name', '?'))}</b> ({escape(cur.get('quant', '') or '?')}{loaded}){label}"
-            f"<br>{keep}")
-
-
-def rich_label(text: str = "", style: str = "") -> QLabel:
-    label = QLabel(text)
-    label.setWordWrap(True)
-    label.setStyleSheet(style)
-    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    return label
-
-
-def button(text: str, slot, tip: str = "") -> QPushButton:
-    made = QPushButton(text)
-    made.setToolTip(tip)
-    made.clicked.connect(slot)
-    return made
-
-
-def fill(layout: QLayout, *items, margins: tuple | None = None) -> QLayout:
-    """Add widgets, layouts and stretches (an int) in order."""
-    for item in items:
-        if isinstance(item, QLayout):
-            layout.addLayout(item)
-        elif isinstance(item, int):
-            layout.addStretch(item)
-        else:
-            layout.addWidget(item)
-    if margins is not None:
-        layout.setContentsMargins(*margins)
-    return layout
-
-
-def splitter(orientation, widgets: tuple, sizes: list[int], stretch: int) -> QSplitter:
-    split = QSplitter(orientation)
-    for widget in widgets:
-        split.addWidget(widget)
-    split.setStretchFactor(stretch, 1)
-    split.setSizes(sizes)
-    return split
-
-
-class StageBars(QGroupBox):
-    """One bar per export stage with its ETA; Cancel sets the running step's cancel event."""
-
-    def __init__(self, cancel) -> None:
-        super().__init__("Export progress")
-        self.what, self.touched, self.bars, self.etas = "", set(), {}, {}
-        self.title, self.log = QLabel("Nothing running"), rich_label(style=DIM)
-        self.title.setMinimumWidth(80)  # a long label is cut rather than widening the pane
-        grid = QGridLayout()
-        grid.setColumnStretch(1, 1)
-        for row, stage in enumerate(STAGES):
-            bar, eta = self.bars[stage], self.etas[stage] = QProgressBar(), QLabel()
-            bar.setTextVisible(False)
-            bar.setFixedHeight(14)
-            eta.setMinimumWidth(130)
-            eta.setStyleSheet(DIM)
-            for col, widget in enumerate((QLabel(stage), bar, eta)):
-                grid.addWidget(widget, row, col)
-        self.cancel_button = button("Cancel", cancel, "Stop the running export (nothing half-made is kept)")
-        fill(QVBoxLayout(self), fill(QHBoxLayout(), self.title, 1, self.cancel_button), grid, self.log)
-        self._clear("—")
-        self.cancel_button.setEnabled(False)
-
-    def _clear(self, text: str) -> None:
-        for stage in STAGES:
-            self.bars[stage].setRange(0, 1)
-            self.bars[stage].setValue(0)
-            self.etas[stage].setText(text)
-
-    def reset(self, what: str) -> None:
-        self.what, self.touched = what, set()
-        self.title.setText(f"<b>{escape(what)}</b>…")
-        self.log.clear()
-        self._clear("waiting")
-        self.cancel_button.setEnabled(True)
-
-    def update_stage(self, phase: str, step: int, total: int, eta, elapsed) -> None:
-        if phase not in self.bars:  # e.g. the gate's evaluation while deploying
-            self.log.setText(f"{phase} {step} / {total}")
-            return
-        self.touched.add(phase)
-        top = max(total, 1)
-        self.bars[phase].setRange(0, top)
-        self.bars[phase].setValue(min(step, top))
-        self.etas[phase].setText(f"done in {seconds(elapsed)}" if step >= total
-                                 else f"{step} / {total} · ETA {seconds(eta)}")
-
-    def finish(self, ok: bool) -> None:
-        for stage in STAGES:
-            if stage not in self.touched:
-                self.etas[stage].setText(("not needed" if self.touched else "reused: already exported") if ok
-                                         else "—")
-        self.title.setText(f"<b>{escape(self.what)}</b> — {'done' if ok else 'stopped'}")
-        self.cancel_button.setEnabled(False)
-
-
-class ServedBox(QGroupBox):
-    """What the built-in server serves, its buttons, the API key and the latest export's smoke results."""
-
-    def __init__(self, controller: ShipController) -> None:
-        super().__init__("Served model")
-        self.status = rich_label("Reading the server's state…")
-        self.start_button = button("Start server", controller.start_server,
-                                   "Serve the current deployment (an OpenAI-compatible API on this computer)")
-        self.stop_button = button("Stop server", controller.stop_server, "Stop serving (Start server resumes)")
-        self.rollback_button = button("Roll back", controller.rollback,
-                                      "Serve again what the current deployment replaced")
-        self.key = QLineEdit()
-        self.key.setReadOnly(True)
-        self.key.setToolTip("Send it as 'Authorization: Bearer KEY' to the server's /v1 API")
-        self.copy_button = button("Copy", lambda: QGuiApplication.clipboard().setText(self.key.text()),
-                                  "Copy the API key to the clipboard")
-        self.smoke = rich_label(f"<span style='{DIM}'>No export yet.</span>")
-        fill(QVBoxLayout(self), self.status,
-             fill(QHBoxLayout(), self.start_button, self.stop_button, self.rollback_button, 1),
-             fill(QHBoxLayout(), QLabel("API key"), self.key, self.copy_button), heading("Latest export"), self.smoke)
-
-    def set_served(self, served: Served) -> None:
-        self.status.setText(served_html(served))
-        self.key.setText(served.key)
-
-    def update_buttons(self, idle: bool, served: Served | None) -> None:
-        running = served is not None and served.state is not None
-        current = served.current if served else None
-        self.start_button.setEnabled(idle and not running and current is not None)
-        self.stop_button.setEnabled(idle and running)
-        self.rollback_button.setEnabled(idle and current is not None and current.replaces_id is not None)
-
-
 class ShipPanel(QWidget):
     """The view; it subscribes to a ShipController and never touches the store, the engine or the server."""
 
@@ -201,27 +28,24 @@ class ShipPanel(QWidget):
         self._staged = False  # an export-like step is running: its outcome finishes the stage bars
         self._build()
         controller.choices_changed.connect(self._on_choices)
-        controller.served_changed.connect(lambda served: (self.served.set_served(served), self._update_buttons()))
+        # Slots are methods, never lambdas over self (a lambda held by the controller's signal keeps the panel alive
+        # until interpreter shutdown, where PySide6 aborts: ARCHITECTURE.md, Decisions).
+        controller.served_changed.connect(self._on_served)
         controller.history_changed.connect(self._on_history)
         controller.exported.connect(self._on_exported)
-        controller.latest_changed.connect(lambda exp: self.served.smoke.setText(export_html(exp)))
+        controller.latest_changed.connect(self._on_latest)
         controller.busy_changed.connect(self._on_busy)
         controller.started.connect(self._on_started)
         controller.progress.connect(self.stages.update_stage)
         controller.log.connect(self.stages.log.setText)
-        controller.chatting_changed.connect(lambda _busy: self._update_buttons())
+        controller.chatting_changed.connect(self._on_chatting)
         controller.answered.connect(self._on_answer)
         controller.message.connect(self.show_message)
         self._update_buttons()
 
     # --- layout --------------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.banner = QLabel()
-        self.banner.setWordWrap(True)
-        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.banner.setToolTip("Click to dismiss")
-        self.banner.mousePressEvent = lambda _event: self.banner.hide()
-        self.banner.hide()
+        self.banner = Banner()
         self.stages = StageBars(self.controller.cancel)
         self.served = ServedBox(self.controller)
         top = splitter(Qt.Orientation.Horizontal, (self._models(), self._right()), [560, 600], stretch=1)
@@ -326,15 +150,23 @@ class ShipPanel(QWidget):
         self.transcript.clear()
 
     def show_message(self, level: str, text: str) -> None:
-        self.banner.setStyleSheet(BANNER_STYLE.get(level, BANNER_STYLE["info"]))
-        self.banner.setText(text)
-        self.banner.show()
+        self.banner.show_message(level, text)
 
     def showEvent(self, event) -> None:
         super().showEvent(event)
         self.controller.refresh()  # checkpoints, verdicts and the server may have changed meanwhile
 
     # --- controller -> view ----------------------------------------------------------------------------
+    def _on_served(self, served) -> None:
+        self.served.set_served(served)
+        self._update_buttons()
+
+    def _on_latest(self, exp) -> None:
+        self.served.smoke.setText(export_html(exp))
+
+    def _on_chatting(self, _busy: bool) -> None:
+        self._update_buttons()
+
     def _on_choices(self, choices: list[ShipChoice]) -> None:
         current = self.models.currentItem()
         current_ref = current.data(REF) if current else None

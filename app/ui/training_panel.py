@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QHBoxLayout,
 
 from app.core.spec import DEFAULT_MODEL
 from app.ui.training import LIVE_STATES, REWARD_PREFIX, TrainingController, read_diagnosis
+from widgets.banner import Banner
 from widgets.alerts import AlertList
 from widgets.charts import (GpuChart, GradNormChart, LiveChart, LossChart, LrChart, MemoryChart, RewardChart,
                             ThroughputChart)
@@ -17,8 +18,6 @@ from widgets.job_table import JobTable
 
 NO_GPU = "no GPU — training on the CPU"
 
-BANNER_STYLE = {"error": "background:#5c1f24;color:#ffd7d7;padding:8px;border-radius:4px;",
-                "info": "background:#1f3b5c;color:#d7e8ff;padding:8px;border-radius:4px;"}
 
 
 class TrainingPanel(QWidget):
@@ -52,11 +51,7 @@ class TrainingPanel(QWidget):
         for w in (self.open_button, QLabel("Model:"), self.model_box, hint):
             top.addWidget(w)
         top.addStretch(1)
-        self.banner = QLabel()
-        self.banner.setWordWrap(True)
-        self.banner.setToolTip("Click to dismiss")
-        self.banner.mousePressEvent = lambda _event: self.banner.hide()
-        self.banner.hide()
+        self.banner = Banner()
         self.table = JobTable()
         self.table.job_selected.connect(self.select_job)
         self.alerts = AlertList()
@@ -118,9 +113,7 @@ class TrainingPanel(QWidget):
             self.controller.command(self.selected, command)
 
     def show_message(self, level: str, text: str) -> None:
-        self.banner.setStyleSheet(BANNER_STYLE.get(level, BANNER_STYLE["info"]))
-        self.banner.setText(text)
-        self.banner.show()
+        self.banner.show_message(level, text)
 
     # --- controller -> view --------------------------------------------------------------------
     def select_job(self, job_id: str) -> None:
