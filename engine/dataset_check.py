@@ -12,7 +12,7 @@ from pathlib import Path
 from app.core import protocol as P
 from app.core.datasets import manifest as M, validate
 from app.core.modelref import ModelRefError
-from engine.dataset_build import Emitter
+from engine.worker import Emitter
 
 
 def deep_folder(folder: Path, renderer, out: Emitter) -> list[dict]:

@@ -18,7 +18,7 @@ from app.core.judge.evalset import EvalConfig
 from app.core.judge.report import EvalReport, Sample, metrics_from
 from app.core.rewards import score
 from app.core.rewards_context import RewardContext
-from engine.dataset_build import Emitter, worker_main
+from engine.worker import Emitter, worker_main
 from engine.pairs import load_student
 
 LOSS_BATCH = 4

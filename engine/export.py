@@ -15,7 +15,7 @@ from app.core.ship import template as T
 from app.core.ship.config import ExportConfig
 from app.core.ship.errors import ShipError
 from engine import llama_tools, smoke
-from engine.dataset_build import Emitter, worker_main
+from engine.worker import Emitter, worker_main
 
 
 def merged(config: ExportConfig, models_dir: Path, hf_dir: Path, out: Emitter):

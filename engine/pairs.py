@@ -14,7 +14,7 @@ from app.core import protocol as P
 from app.core.datasets import pairs
 from app.core.fingerprint import sha256_file
 from app.core.store import Store
-from engine.dataset_build import Emitter, worker_main
+from engine.worker import Emitter, worker_main
 
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>")
 

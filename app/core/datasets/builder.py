@@ -13,6 +13,7 @@ from typing import Any, Callable, Protocol
 from sqlalchemy import select
 
 from app.core.capture.scrub import Scrubber
+from app.core.datasets.errors import BuildError  # noqa: F401 - raised here, imported from here by callers
 from app.core.datasets import checks, dedup, filters, manifest as M, windows
 from app.core.datasets.config import BuildConfig
 from app.core.datasets.convert import Conversation, conversation
@@ -32,12 +33,6 @@ class Renderer(Protocol):
     def count(self, messages: list[dict]) -> int: ...
     def render(self, messages: list[dict]) -> dict: ...  # text, input_ids, assistant_masks, segments
     def deep(self, messages: list[dict], rendered: dict) -> list[str]: ...  # template round-trip problems
-
-
-class BuildError(Exception):
-    def __init__(self, message: str, why: str = "", fix: str = "") -> None:
-        super().__init__(message)
-        self.message, self.why, self.fix = message, why, fix
 
 
 @dataclass
