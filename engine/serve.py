@@ -200,11 +200,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--n-ctx", type=int, default=4096)
-    for prefix in ("", "standby-"):
-        p.add_argument(f"--{prefix or 'model'}" if not prefix else "--standby", required=not prefix)
-        p.add_argument(f"--{prefix}name", default="nightschool")
-        p.add_argument(f"--{prefix}sha256", default="")
-        p.add_argument(f"--{prefix}quant", default="")
+    p.add_argument("--model", required=True, help="the GGUF to serve")
+    p.add_argument("--standby", help="a GGUF to keep loaded for an instant rollback")
+    for slot in ("", "standby-"):
+        p.add_argument(f"--{slot}name", default="nightschool")
+        p.add_argument(f"--{slot}sha256", default="", help="refuse the file unless it has this sha256")
+        p.add_argument(f"--{slot}quant", default="")
     return p.parse_args(argv)
 
 
