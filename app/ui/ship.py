@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import re
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -67,8 +66,7 @@ class Snapshot:
 
 def model_stem(choice: ShipChoice) -> str:
     """The default model name for Ollama / LM Studio (the export's file stem: <base>-ck<ID> or <base>-base)."""
-    base = re.sub(r"[^a-z0-9]+", "-", Path(choice.base_model).name.lower()).strip("-") or "model"
-    return f"{base}-ck{choice.checkpoint_id}" if choice.checkpoint_id else f"{base}-base"
+    return X.stem_of(choice.base_model, choice.checkpoint_id)
 
 
 def local_time(when: datetime | None) -> str:

@@ -60,8 +60,13 @@ class Export:
 
 
 def file_stem(target: Target) -> str:
-    base = re.sub(r"[^a-z0-9]+", "-", Path(target.base_model).name.lower()).strip("-") or "model"
-    return f"{base}-ck{target.id}" if target.id else f"{base}-base"
+    return stem_of(target.base_model, target.id)
+
+
+def stem_of(base_model: str, checkpoint_id: int | None) -> str:
+    """Export file names: <base model>-ck<ID>, or <base model>-base."""
+    base = re.sub(r"[^a-z0-9]+", "-", Path(base_model).name.lower()).strip("-") or "model"
+    return f"{base}-ck{checkpoint_id}" if checkpoint_id else f"{base}-base"
 
 
 def config_for(target: Target, quants: list[str] | None = None, lora: bool = True) -> ExportConfig:
