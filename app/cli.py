@@ -42,7 +42,11 @@ def cmd_default(args: argparse.Namespace) -> int:
     args.file, args.model, args.detach = str(SAMPLE), DEFAULT_MODEL, False
     args.recipe, args.priority, args.eval, args.dry_run = "sft", "high", None, False
     args.hyper_base = {"epochs": 100, "batch_size": 4, "grad_accum": 1, "warmup": 0.0}  # a short visible demo
-    return cmd_train(args)
+    code = cmd_train(args)
+    if code == 0:
+        print("\nNext: nightschool checkpoints · nightschool promote '#ID' (the quality gate) · "
+              "nightschool deploy '#ID' (GGUF, served at http://127.0.0.1:8765/v1) · nightschool rollback")
+    return code
 
 
 def cmd_gui(_args: argparse.Namespace) -> int:
