@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import Signal
 
 from app.core import protocol as P
 from app.core.events import read_events
@@ -15,6 +15,7 @@ from app.core.judge import promote as PR
 from app.core.judge import registry as R
 from app.core.judge.evaluate import generations
 from app.core.judge.report import METRICS, EvalSettings
+from app.ui.background import BackgroundController
 
 SCORE = ("score", "composite score", "higher")  # the ranking's number, shown as the table's last row
 ROWS = [(key, words, better) for key, (words, better) in METRICS.items()] + [SCORE]
@@ -68,17 +69,14 @@ def short_model(name: str) -> str:
     return Path(name).name if "/" in name else name
 
 
-class JudgeController(QObject):
+class JudgeController(BackgroundController):
     """Model side of the Judge tab: it emits, the view subscribes; every core call runs on a worker thread."""
 
     choices_changed = Signal(object)  # list[Choice]
     deployed_changed = Signal(object)  # {base model: label of what is deployed}
-    busy_changed = Signal(bool)
     progress = Signal(str, int, int)  # phase, step, total (an evaluation running in the engine's worker)
     compared = Signal(object)  # Comparison
     judged = Signal(object)  # Judged
-    message = Signal(str, str)  # level (info | error), text
-    _back = Signal(object, object)  # (handler, args) from a worker thread, run on the GUI thread
 
     def __init__(self, store, file: str | None = None, dataset: str | None = None,
                  settings: EvalSettings | None = None) -> None:
@@ -87,53 +85,17 @@ class JudgeController(QObject):
         self.choices: list[Choice] = []
         self.comparison: Comparison | None = None
         self.deployed: dict[str, str] = {}
-        self.busy = False
         self._cancel = threading.Event()  # set on stop(): a running evaluation worker is terminated
-        self._closed = False
-        self._back.connect(self._dispatch)
 
     # --- threads -------------------------------------------------------------------------------------
-    def _dispatch(self, handler: Callable, args: tuple) -> None:
-        handler(*args)
-
     def _run(self, work: Callable, done: Callable, failed: str, name: str) -> bool:
         """work() on a thread, then done(result) here; a refusal comes back as `failed — why`."""
         if self.busy:
             self.message.emit("error", "The Judge tab is busy: wait for the running comparison or promotion.")
             return False
         self._set_busy(True)
-
-        def body() -> None:
-            try:
-                result, handler = work(), done
-            except R.JudgeError as exc:
-                result, handler = f"{failed} — {exc}", self._failed
-            except Exception as exc:  # noqa: BLE001 - shown to the user, the app goes on
-                result, handler = f"{failed} — unexpected {type(exc).__name__}: {exc}", self._failed
-            self._post(self._finish, (handler, result))
-
-        threading.Thread(target=body, name=name, daemon=True).start()
+        self._background(name, work, done, failed)
         return True
-
-    def _post(self, handler: Callable, args: tuple) -> None:
-        if self._closed:
-            return
-        try:
-            self._back.emit(handler, args)
-        except RuntimeError:  # the window closed meanwhile
-            pass
-
-    def _finish(self, handler: Callable, result) -> None:
-        self._set_busy(False)
-        handler(result)
-
-    def _failed(self, text: str) -> None:
-        self.message.emit("error", text)
-
-    def _set_busy(self, busy: bool) -> None:
-        if busy != self.busy:
-            self.busy = busy
-            self.busy_changed.emit(busy)
 
     def _sink(self, env: P.Envelope) -> None:
         """Progress envelopes of the engine's evaluation worker (called on the worker thread)."""

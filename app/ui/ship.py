@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import Signal
 
 from app.core import protocol as P
 from app.core.errors import Explained
@@ -19,6 +19,7 @@ from app.core.ship import exports as X
 from app.core.ship import lmstudio, ollama
 from app.core.ship import server as S
 from app.core.ship.errors import ShipError
+from app.ui.background import BackgroundController
 from app.ui.judge import read_choices as judge_choices
 
 STAGES = ("merge", "convert", "quantize", "lora", "smoke test")  # the export worker's phases, in order
@@ -86,7 +87,7 @@ def answer_of(body: dict) -> str:
     return "\n".join(line for line in lines if line) or "(an empty answer)"
 
 
-class ShipController(QObject):
+class ShipController(BackgroundController):
     """Model side of the Ship tab: it emits, the view subscribes; every core call runs on a worker thread."""
 
     choices_changed = Signal(object)  # list[ShipChoice]
@@ -94,14 +95,11 @@ class ShipController(QObject):
     history_changed = Signal(object)  # list of (time, action, model, quant, note)
     exported = Signal(object)  # Export: what an export / deploy / Ollama / LM Studio step made or reused
     latest_changed = Signal(object)  # Export: the newest recorded export (read on refresh)
-    busy_changed = Signal(bool)
     started = Signal(str, bool)  # what runs ("Exporting #12 …"), whether it reports stages (and can be cancelled)
     progress = Signal(str, int, int, object, object)  # phase, step, total, eta_s, elapsed_s
     log = Signal(str)
     chatting_changed = Signal(bool)
     answered = Signal(str, bool)  # the answer (or the error sentence), ok
-    message = Signal(str, str)  # level (info | error), text
-    _back = Signal(object, object)  # (handler, args) from a worker thread, run on the GUI thread
 
     def __init__(self, store) -> None:
         super().__init__()
@@ -109,15 +107,10 @@ class ShipController(QObject):
         self.choices: list[ShipChoice] = []
         self.served: Served | None = None
         self.conversation: list[dict] = []
-        self.busy = self.chatting = False
+        self.chatting = False
         self._cancel = threading.Event()  # the running operation's; Cancel and stop() set it
-        self._closed = False
-        self._back.connect(self._dispatch)
 
     # --- threads -------------------------------------------------------------------------------------
-    def _dispatch(self, handler: Callable, args: tuple) -> None:
-        handler(*args)
-
     def _run(self, what: str, work: Callable, done: Callable, failed: str, staged: bool = False) -> bool:
         """work(cancel) on a thread, then done(result) here and a refresh; a refusal comes back as `failed — why`."""
         if self.busy:
@@ -126,39 +119,13 @@ class ShipController(QObject):
         cancel = self._cancel = threading.Event()
         self._set_busy(True)
         self.started.emit(what, staged)
-
-        def body() -> None:
-            try:
-                result, handler = work(cancel), done
-            except Explained as exc:
-                result, handler = f"{failed} — {exc}", self._failed
-            except Exception as exc:  # noqa: BLE001 - shown to the user, the app goes on
-                result, handler = f"{failed} — unexpected {type(exc).__name__}: {exc}", self._failed
-            self._post(self._finish, (handler, result))
-
-        threading.Thread(target=body, name="ship-" + what.split()[0].lower(), daemon=True).start()
+        self._background("ship-" + what.split()[0].lower(), lambda: work(cancel), done, failed)
         return True
-
-    def _post(self, handler: Callable, args: tuple) -> None:
-        if self._closed:
-            return
-        try:
-            self._back.emit(handler, args)
-        except RuntimeError:  # the window closed meanwhile
-            pass
 
     def _finish(self, handler: Callable, result) -> None:
         handler(result)  # the outcome is shown before the tab turns idle
         self._set_busy(False)
         self.refresh()
-
-    def _failed(self, text: str) -> None:
-        self.message.emit("error", text)
-
-    def _set_busy(self, busy: bool) -> None:
-        if busy != self.busy:
-            self.busy = busy
-            self.busy_changed.emit(busy)
 
     def _sink(self, env: P.Envelope) -> None:
         """The export worker's envelopes (called on the worker thread)."""

@@ -73,6 +73,18 @@ class WorkerRun:
         if self.proc.poll() is None:
             self.proc.terminate()
 
+    def stream(self, sink=None, cancel=None) -> int | None:
+        """Pass every envelope to `sink` until the worker exits; its exit code, or None
+        when `cancel` (a threading.Event) was set (the worker is then stopped and waited for)."""
+        for env in self.events():
+            if cancel is not None and cancel.is_set():
+                self.cancel()
+                self.proc.wait()
+                return None
+            if sink is not None:
+                sink(env)
+        return self.proc.wait()
+
     def finish(self) -> Outcome:
         """Drain, wait, then register the folder; the work folder goes either way (nothing half-built stays)."""
         for _ in self.events():

@@ -98,14 +98,9 @@ def evaluate(store: Store, target: Target, evset: EvalSet, settings: EvalSetting
         sink(P.make(P.Log(message=f"evaluating {target.label} on {evset.name}")))
     work = WorkerRun(store, "engine.evaluate", {"config": config.model_dump()})
     try:
-        for env in work.events():
-            if cancel is not None and cancel.is_set():
-                work.cancel()
-                work.proc.wait()
-                raise JudgeError(f"the evaluation of {target.label} was cancelled", why="nothing was recorded")
-            if sink is not None:
-                sink(_labelled(env, target.label))
-        code = work.proc.wait()
+        code = work.stream(None if sink is None else lambda env: sink(_labelled(env, target.label)), cancel)
+        if code is None:
+            raise JudgeError(f"the evaluation of {target.label} was cancelled", why="nothing was recorded")
         if work.evaluated is None:
             raise JudgeError(f"evaluating {target.label} failed", why=work.failure(code))
         return _record(store, target, config, Path(work.evaluated.path))

@@ -113,14 +113,9 @@ def export(store: Store, ref: str | Target, quants: list[str] | None = None, lor
         return hit
     work = WorkerRun(store, "engine.export", {"config": config.model_dump()})
     try:
-        for env in work.events():
-            if cancel is not None and cancel.is_set():
-                work.cancel()
-                work.proc.wait()
-                raise ShipError(f"the export of {target.label} was cancelled", why="nothing was kept")
-            if sink is not None:
-                sink(env)
-        code = work.proc.wait()
+        code = work.stream(sink, cancel)
+        if code is None:
+            raise ShipError(f"the export of {target.label} was cancelled", why="nothing was kept")
         if work.exported is None:
             raise ShipError(f"exporting {target.label} failed", why=work.failure(code))
         return _record(store, target, config, work.exported)
