@@ -120,8 +120,8 @@ def plain(store, tokenizer, out: Path, max_length: int) -> tuple[float, float, d
     """The obvious loop: every stored session -> conversation -> apply_chat_template(tokenize=True) -> JSONL."""
     from sqlalchemy import select
 
+    from app.core.base.schema import AgentSession, MessageRow
     from app.core.datasets.convert import conversation
-    from app.core.schema import AgentSession, MessageRow
 
     lengths, over, dropped_calls = [], 0, 0
     started, cpu = time.perf_counter(), time.process_time()
@@ -238,7 +238,7 @@ def main() -> None:
         os.environ["NIGHTSCHOOL_HOME"] = str(tmp / "home")
         from transformers import AutoTokenizer
 
-        from app.core.store import Store
+        from app.core.base.store import Store
         from engine.render import Renderer
 
         folder, label = tokenizer_folder(tmp, args.tokenizer)

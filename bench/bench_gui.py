@@ -45,7 +45,7 @@ def child_stream(model: str, data: str, steps: int) -> None:
     import qasync
     from PySide6.QtWidgets import QApplication
 
-    from app.core.spec import Hyper
+    from app.core.train.spec import Hyper
     from app.ui.main import build_window, dispose
 
     app = QApplication(sys.argv)

@@ -87,9 +87,9 @@ def plain_loop(files: list[Path]) -> float:
 
 
 def ours(files: list[Path], root: Path, db: Path) -> tuple[float, int]:
+    from app.core.base.store import Store
     from app.core.capture.ingest import Ingestor
     from app.core.capture.sources import CaptureConfig
-    from app.core.store import Store
 
     store = Store(db)
     ingestor = Ingestor(store, CaptureConfig(roots={"claude-code": [str(root)]}))
@@ -102,10 +102,10 @@ def ours(files: list[Path], root: Path, db: Path) -> tuple[float, int]:
 
 def latency(tmp: Path, appends: int, lines_before: int) -> list[float]:
     """Seconds from an appended line's write to the watcher's on_ingest for it (file of lines_before lines)."""
+    from app.core.base.store import Store
     from app.core.capture.ingest import Ingestor
     from app.core.capture.sources import CaptureConfig
     from app.core.capture.watcher import CaptureService
-    from app.core.store import Store
 
     root = tmp / f"watch-{lines_before}"
     path = root / "p" / "00000000-1111-4222-8333-444444444444.jsonl"

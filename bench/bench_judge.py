@@ -29,19 +29,19 @@ def main() -> None:
 
 
 def run(args) -> None:
-    from app.cli_judge import metric_table
-    from app.core.capture.importer import import_paths
+    from app.cli.judge import metric_table
+    from app.core.base.store import Store
     from app.core.capture.ingest import Ingestor
     from app.core.capture.scrub import Scrubber
     from app.core.capture.sources import CaptureConfig
+    from app.core.datasets.catalog import Registry
     from app.core.datasets.config import BuildConfig, Filters
-    from app.core.datasets.registry import Registry
-    from app.core.datasets.runner import start_build
-    from app.core.jobs import JobManager
+    from app.core.importer import import_paths
     from app.core.judge import promote as J
     from app.core.judge.report import EvalSettings
-    from app.core.spec import Hyper
-    from app.core.store import Store
+    from app.core.train.jobs import JobManager
+    from app.core.train.spec import Hyper
+    from app.core.workers import start_build
 
     store = Store()
     t0 = time.perf_counter()

@@ -83,7 +83,7 @@ class PeakSampler(threading.Thread):
 
 def run_job(manager, data: Path, model_ref: str, hyper, kind: str = "sft") -> dict:
     """Submit a real job (engine subprocess), sample its memory, wait, finalise; figures from its run dir."""
-    from app.core.spec import JobSpec
+    from app.core.train.spec import JobSpec
 
     started = time.monotonic()
     job = manager.submit(data, model=model_ref, hyper=hyper, kind=kind)
@@ -173,8 +173,8 @@ def _own_peak_mb() -> float:
 
 
 def new_manager():
-    from app.core.jobs import JobManager
-    from app.core.store import Store
+    from app.core.base.store import Store
+    from app.core.train.jobs import JobManager
 
     return JobManager(Store())
 
@@ -185,7 +185,7 @@ def new_manager():
 def bench_packing(a, tmp: Path) -> None:
     from transformers import AutoTokenizer
 
-    from app.core.spec import Hyper
+    from app.core.train.spec import Hyper
     from bench.bench_sft import prepare_model
     from engine.chat_template import training_template
 
@@ -281,7 +281,7 @@ def preference_pairs(n: int) -> list[dict]:
 
 
 def bench_memory(a, tmp: Path) -> None:
-    from app.core.spec import Hyper
+    from app.core.train.spec import Hyper
     from bench.bench_sft import prepare_model
     from tests.tiny_model import chat_records
 
@@ -291,7 +291,7 @@ def bench_memory(a, tmp: Path) -> None:
     chats.write_text("".join(json.dumps(r) + "\n" for r in chat_records(per_step * a.steps)), encoding="utf-8")
     pairs.write_text("".join(json.dumps(r) + "\n" for r in preference_pairs(per_step * a.steps)), encoding="utf-8")
     data = {"sft": chats, "dpo": pairs, "orpo": pairs, "kto": pairs, "grpo": chats, "rloo": chats}
-    from app.core import chatdata
+    from app.core.datafiles import chatfile as chatdata
 
     if "prompts" not in chatdata.CHECKS:  # RL data is chat records; JobManager.submit checks it as format "prompts",
         chatdata.CHECKS["prompts"] = chatdata.check_record  # which chatdata does not know yet (the RL tests patch

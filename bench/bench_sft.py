@@ -21,7 +21,7 @@ LORA_KEYS = ("r", "lora_alpha", "lora_dropout", "target_modules", "task_type")
 
 def prepare_model(choice: str, tmp: Path) -> tuple[str, Path]:
     """(model ref for the engine, folder for the plain script); NIGHTSCHOOL_HOME ends up as <tmp>/home."""
-    from app.core import paths
+    from app.core.base import paths
     from engine import models
 
     home = tmp / "home"
@@ -121,9 +121,9 @@ def run_plain(folder: Path, records: list[dict], h, out: Path, steps: int, attn:
 
 def run_engine(data: Path, model_ref: str, h) -> dict:
     """Submit a real job (engine subprocess) and read tokens and train runtime from what it left in its run dir."""
-    from app.core.jobs import JobManager
-    from app.core.spec import JobSpec
-    from app.core.store import Store
+    from app.core.base.store import Store
+    from app.core.train.jobs import JobManager
+    from app.core.train.spec import JobSpec
     from engine import adapters
     from engine.recipes.sft import SFTRecipe
 
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     from bench.bench_recipes import set_threads
 
     threads = set_threads(a.threads)
-    from app.core.spec import Hyper
+    from app.core.train.spec import Hyper
     from engine.chat_template import normalise
     from tests.tiny_model import chat_records
 

@@ -195,7 +195,7 @@ def serve_all(base: Path, adapter: Path, tmp: Path, requests: int, max_tokens: i
 
 
 def serve_one(path: Path, entry: dict, requests: int, max_tokens: int) -> dict:
-    from app.core.ship import server
+    from app.core.ship import serving as server
 
     st = server.start(server.Model("bench-" + entry["quant"], str(path), entry["sha256"], entry["quant"]), port=0)
     try:
@@ -235,7 +235,7 @@ def main() -> None:
                 compare(base, adapter, tmp, args.repeats)
             serve_all(base, adapter, tmp, args.requests, args.max_tokens)
         finally:
-            from app.core.ship import server
+            from app.core.ship import serving as server
 
             server.stop()
             if left := leftovers(tmp):

@@ -302,8 +302,8 @@ def populate(store, n: int, seed: int = 7) -> Counter:
     """n top-level sessions (~2 % near-duplicates of an earlier one) through session_rows, one transaction per 200."""
     from sqlalchemy import insert
 
+    from app.core.base.schema import AgentSession, MessageRow
     from app.core.capture.rows import session_rows
-    from app.core.schema import AgentSession, MessageRow
 
     rng, gen, stats = random.Random(seed), Gen(), Counter()
     seeds: list[int] = []

@@ -10,12 +10,12 @@ import sys
 import traceback
 from pathlib import Path
 
-from app.core import protocol as P
-from app.core.modelref import ModelRefError
-from app.core.spec import JobSpec
+from app.core.base import protocol as P
+from app.core.train.modelref import ModelRefError
+from app.core.train.spec import JobSpec
 from engine import distributed
 from engine.errors import EngineError
-from engine.server import EngineServer
+from engine.jobsocket import EngineServer
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

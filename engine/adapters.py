@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from app.core.spec import JobSpec
+from app.core.train.spec import JobSpec
 from engine import models
 from engine.errors import EngineError
 

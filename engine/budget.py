@@ -5,10 +5,10 @@ import time
 
 from transformers import TrainerCallback
 
-from app.core import checkpoints as ckpt
-from app.core import protocol as P
-from app.core.spec import Budget
-from engine.server import EngineServer
+from app.core.base import protocol as P
+from app.core.train import checkpoints as ckpt
+from app.core.train.spec import Budget
+from engine.jobsocket import EngineServer
 
 
 class BudgetCallback(TrainerCallback):

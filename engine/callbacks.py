@@ -6,9 +6,9 @@ import time
 
 from transformers import TrainerCallback
 
-from app.core import protocol as P
+from app.core.base import protocol as P
 from engine import distributed, monitor
-from engine.server import EngineServer
+from engine.jobsocket import EngineServer
 
 PROGRESS_MIN_INTERVAL_S = 0.1  # progress events at most 10 Hz
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from app.core.datasets.agreement import as_text
+from app.core.toolcalls.convention import as_text
 
 CHATML_START = "<|im_start|>"
 _DEFAULT_SYSTEM = re.compile(r"loop\.first and messages\[0\]\['role'\] != 'system'.*?<\|im_start\|>system\\n(.*?)<\|im_end\|>",
@@ -48,7 +48,7 @@ def training_template(template: str | None) -> str | None:
 
 def tool_calls_as_text(message: dict) -> dict:
     """Render an OpenAI-style assistant message's tool_calls into its content (Hermes convention, one implementation
-    in app.core.datasets.agreement shared by dataset building, pairs, evaluation and export)."""
+    in app.core.toolcalls shared by dataset building, pairs, evaluation and export)."""
     return as_text(message)
 
 

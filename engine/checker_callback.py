@@ -15,7 +15,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from app.core import protocol as P
+from app.core.base import protocol as P
 from engine.checker import Checker
 from engine.findings import Finding, write_diagnosis
 

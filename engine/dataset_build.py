@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from app.core import protocol as P
+from app.core.base import protocol as P
+from app.core.base.fingerprint import sha256_file
+from app.core.base.store import Store
 from app.core.datasets.builder import build
 from app.core.datasets.config import BuildConfig
-from app.core.fingerprint import sha256_file
-from app.core.store import Store
 from engine.worker import Emitter, worker_main
 
 

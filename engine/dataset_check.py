@@ -9,9 +9,9 @@ import sys
 import traceback
 from pathlib import Path
 
-from app.core import protocol as P
+from app.core.base import protocol as P
 from app.core.datasets import manifest as M, validate
-from app.core.modelref import ModelRefError
+from app.core.train.modelref import ModelRefError
 from engine.worker import Emitter
 
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from app.core import protocol as P
+from app.core.base import protocol as P
 
 PAUSE_POLL_S = 0.5  # while paused, rank 0 tells the others "still paused" this often
 PARENT_POLL_S = 0.25  # a rank checks this often that its launcher is still alive
@@ -62,7 +62,7 @@ def _env_int(name: str, default: int) -> int:
 
 def configure_env() -> None:
     """Before torch is imported: NIGHTSCHOOL_GPUS=0 means train on the CPU even where CUDA exists (the launcher
-    chose CPU processes for the same setting, see app.core.paths.accelerate_args)."""
+    chose CPU processes for the same setting, see app.core.base.paths.accelerate_args)."""
     if os.environ.get("NIGHTSCHOOL_GPUS", "").strip() == "0":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
@@ -98,7 +98,7 @@ class SilentServer:
     """The EngineServer's interface for ranks other than 0: emits nothing, binds nothing, writes nothing."""
 
     def __init__(self, job_id: str, kind: str = "sft") -> None:
-        from engine.server import Controls
+        from engine.jobsocket import Controls
 
         self.job_id, self.kind = job_id, kind
         self.controls = Controls()
@@ -122,7 +122,7 @@ class SilentServer:
 def server_for(job_id: str, socket_path: Path, token: str, events_path: Path, kind: str = "sft"):
     """The EngineServer on the main process, a SilentServer on the others."""
     if is_main():
-        from engine.server import EngineServer
+        from engine.jobsocket import EngineServer
 
         return EngineServer(job_id, socket_path, token, events_path, kind)
     return SilentServer(job_id, kind)
@@ -293,7 +293,7 @@ def prepare(recipe) -> None:
 
 def _resume_as_main(recipe):
     """The checkpoint rank 0 resumes from (after it set torn ones aside): read only."""
-    from app.core import checkpoints as ckpt
+    from app.core.train import checkpoints as ckpt
 
     (step,) = broadcast_ints([-1])
     if step < 0:

@@ -10,16 +10,16 @@ import sys
 import time
 from pathlib import Path
 
-from app.core import protocol as P
-from app.core.datasets.agreement import as_text
-from app.core.fingerprint import sha256_file
+from app.core.base import protocol as P
+from app.core.base.fingerprint import sha256_file
 from app.core.judge import evalset, nextaction
 from app.core.judge.evalset import EvalConfig
 from app.core.judge.report import EvalReport, Sample, metrics_from
-from app.core.rewards import score
-from app.core.rewards_context import RewardContext
+from app.core.judge.reward_context import RewardContext
+from app.core.judge.rewards import score
+from app.core.toolcalls.convention import as_text
+from engine.mine_pairs import load_student
 from engine.worker import Emitter, worker_main
-from engine.pairs import load_student
 
 LOSS_BATCH = 4
 GEN_BATCH = 8

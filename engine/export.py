@@ -10,9 +10,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from app.core import protocol as P
+from app.core.base import protocol as P
 from app.core.ship import template as T
-from app.core.ship.config import ExportConfig
+from app.core.ship.config import STAGE_CONVERT, STAGE_LORA, STAGE_MERGE, STAGE_QUANTIZE, STAGE_SMOKE, ExportConfig
 from app.core.ship.errors import ShipError
 from engine import llama_tools, smoke
 from engine.worker import Emitter, worker_main
@@ -22,16 +22,16 @@ def merged(config: ExportConfig, models_dir: Path, hf_dir: Path, out: Emitter):
     """Base (+ adapter, merged) saved as safetensors with the export template; returns the tokenizer."""
     from engine import models
 
-    out.progress("merge", 0, 3)
+    out.progress(STAGE_MERGE, 0, 3)
     model, tok, _ = models.load_for_training(config.base_model, models_dir,
                                              lambda msg, step, total: out.emit(P.Log(message=msg)))
-    out.progress("merge", 1, 3)
+    out.progress(STAGE_MERGE, 1, 3)
     if config.adapter:
         from peft import PeftModel
 
         out.emit(P.Log(message=f"merging the adapter {config.adapter} (the adapter itself is kept)"))
         model = PeftModel.from_pretrained(model, config.adapter, is_trainable=False).merge_and_unload()
-    out.progress("merge", 2, 3)
+    out.progress(STAGE_MERGE, 2, 3)
     if not tok.chat_template:
         raise ShipError(f"{config.base_model} has no chat template",
                         why="a GGUF without one makes every runtime guess the format (and the model ramble)",
@@ -39,7 +39,7 @@ def merged(config: ExportConfig, models_dir: Path, hf_dir: Path, out: Emitter):
     tok.chat_template = T.export_template(tok.chat_template)
     model.save_pretrained(hf_dir, safe_serialization=True)
     tok.save_pretrained(hf_dir)
-    out.progress("merge", 3, 3)
+    out.progress(STAGE_MERGE, 3, 3)
     return tok
 
 
@@ -79,36 +79,36 @@ def run(spec: dict, out: Emitter) -> int:
         llama_tools.converter("convert_lora_to_gguf.py")
     hf_dir = folder / "hf"
     tok = merged(config, Path(spec["models_dir"]), hf_dir, out)
-    out.progress("convert", 0, 1)
+    out.progress(STAGE_CONVERT, 0, 1)
     f16 = llama_tools.convert(hf_dir, folder / f"{config.name}.f16.gguf", log, config.name)
-    out.progress("convert", 1, 1)
+    out.progress(STAGE_CONVERT, 1, 1)
     embedded, eos = check_template(f16, tok)
     files = []
     for i, quant in enumerate(config.quants):
-        out.progress("quantize", i, len(config.quants))
+        out.progress(STAGE_QUANTIZE, i, len(config.quants))
         path = f16 if quant == "f16" else llama_tools.quantize(f16, folder / f"{config.name}.{quant}.gguf", quant)
         files.append({"quant": quant, "file": path.name})
-    out.progress("quantize", len(config.quants), len(config.quants))
+    out.progress(STAGE_QUANTIZE, len(config.quants), len(config.quants))
     if "f16" not in config.quants:
         f16.unlink()
     lora_file = None
     if config.lora and config.adapter:
-        out.progress("lora", 0, 1)
+        out.progress(STAGE_LORA, 0, 1)
         from engine import models
 
         base_dir = Path(models.resolve(config.base_model, Path(spec["models_dir"]))[0])
         lora_file = llama_tools.convert_lora(Path(config.adapter), base_dir, folder / f"{config.name}.lora.gguf",
                                              log).name
-        out.progress("lora", 1, 1)
+        out.progress(STAGE_LORA, 1, 1)
     shutil.rmtree(hf_dir, ignore_errors=True)
     for i, entry in enumerate(files):
-        out.progress("smoke test", i, len(files))
+        out.progress(STAGE_SMOKE, i, len(files))
         entry.update(smoke.smoke(folder / entry["file"], config.n_ctx) if config.smoke else
                      {"ok": None, "why": "not smoke-tested"})
         out.emit(P.Log(message=f"{entry['file']}: " + (
             f"answers and stops, {entry['tokens_per_s']} tok/s, loads in {entry['load_s']} s" if entry["ok"]
             else entry["why"])))
-    out.progress("smoke test", len(files), len(files))
+    out.progress(STAGE_SMOKE, len(files), len(files))
     body = P.Exported(label=config.label, path=str(folder), files=files, lora_file=lora_file,
                       template_sha256=hashlib.sha256(embedded.encode()).hexdigest(),
                       stop=T.stop_strings(embedded, eos), eos_token=eos, bos_token=tok.bos_token or "",

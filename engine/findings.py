@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-
 Kind = Literal["nan", "divergence", "grad-explosion", "overfit", "overfit-watch", "dead-lr", "stall"]
 Severity = Literal["info", "warning", "fatal"]
 RECENT = 10  # numbers of each series kept as evidence
@@ -38,7 +37,7 @@ class Thresholds:
     Non-finite gradient norm: fatal after ``nonfinite_grad_patience`` in a row (1 here: this project trains in
     bf16 or fp32; with fp16 loss scaling an occasional inf norm is a skipped step, so raise it to ~3 there).
 
-    Overfit (REFERENCE A.2): gap = eval loss - mean of the last ``gap_window`` train losses; > ``overfit_gap``
+    Overfit: gap = eval loss - mean of the last ``gap_window`` train losses; > ``overfit_gap``
     (0.5) is a warning, > ``overfit_watch_gap`` (0.3) is info (watch), below is good.
 
     Dead learning rate (warning): lr <= ``dead_lr`` over at least ``dead_lr_steps`` steps while not in the

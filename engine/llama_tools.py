@@ -11,6 +11,7 @@ import tarfile
 from importlib import metadata
 from pathlib import Path
 
+from app.core.base import files
 from app.core.ship.errors import ShipError
 
 QUANT_TYPES = {  # name → llama_ftype constant name in llama_cpp
@@ -33,7 +34,7 @@ def tools_dir() -> Path:
 
 
 def _sdists() -> list[Path]:
-    from app.core import paths
+    from app.core.base import paths
 
     name = f"llama_cpp_python-{version()}.tar.gz"
     return [p for p in (paths.wheels_dir() / name, Path.home() / ".local/share/nightschool/wheels" / name)
@@ -50,7 +51,7 @@ def extract(sdist: Path, dest: Path) -> Path:
         for m in members:
             m.name = m.name[len(prefix):]
         tar.extractall(tmp, members=members, filter="data")
-    os.replace(tmp, dest)
+    files.replace(tmp, dest)
     return dest
 
 
@@ -111,5 +112,5 @@ def quantize(src: Path, dst: Path, quant: str, threads: int = 0) -> Path:
         tmp.unlink(missing_ok=True)
         raise ShipError(f"quantizing to {quant} failed (llama_model_quantize returned {code})",
                         fix="try another quantization (q8_0 or f16 work for every model)")
-    os.replace(tmp, dst)
+    files.replace(tmp, dst)
     return dst

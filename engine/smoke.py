@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from app.core.base.fingerprint import sha256_file
 from app.core.datasets.convert import system_message
-from app.core.fingerprint import sha256_file
 from app.core.ship.errors import ShipError
 
 MAX_TOKENS = 96  # an answer longer than this did not stop: the template or the stop token is wrong

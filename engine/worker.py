@@ -10,10 +10,10 @@ import time
 import traceback
 from pathlib import Path
 
-from app.core import protocol as P
+from app.core.base import protocol as P
+from app.core.base.errors import Explained
 from app.core.datasets.errors import BuildError
-from app.core.errors import Explained
-from app.core.modelref import ModelRefError
+from app.core.train.modelref import ModelRefError
 
 
 class Emitter:

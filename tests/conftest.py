@@ -11,7 +11,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from app.core.spec import Hyper  # noqa: E402
+from app.core.train.spec import Hyper  # noqa: E402
 from tests.tiny_model import build, chat_records  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -60,7 +60,7 @@ def chat_file(tmp_path) -> Path:
 
 @pytest.fixture
 def store():
-    from app.core.store import Store
+    from app.core.base.store import Store
 
     s = Store()
     yield s
@@ -69,6 +69,6 @@ def store():
 
 @pytest.fixture
 def manager(store):
-    from app.core.jobs import JobManager
+    from app.core.train.jobs import JobManager
 
     return JobManager(store)

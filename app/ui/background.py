@@ -7,7 +7,7 @@ from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 
-from app.core.errors import Explained
+from app.core.base.errors import Explained
 
 
 class BackgroundController(QObject):

@@ -7,14 +7,14 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.core.capture.dataset_specs import transcript_kind
-from app.core.capture.importer import ImportReport, import_paths
+from app.core.base.store import Store
 from app.core.capture.ingest import Ingestor
 from app.core.capture.queries import CaptureQueries
 from app.core.capture.sources import CaptureConfig
 from app.core.capture.watcher import CaptureService, SourceStatus
-from app.core.chatdata import OTHER_SCHEMAS
-from app.core.store import Store
+from app.core.datafiles.chatfile import OTHER_SCHEMAS
+from app.core.datafiles.formats import transcript_kind
+from app.core.importer import ImportReport, import_paths
 
 REFRESH_MS = 250  # at most four refreshes a second, however fast the watcher ingests
 SNIFF_BYTES = 1024**2  # the drop router reads no more than this of a file on the GUI thread

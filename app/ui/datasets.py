@@ -9,14 +9,14 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from sqlalchemy import func, select
 
-from app.core import protocol as P
+from app.core.base import protocol as P
+from app.core.base.schema import AgentSession, BuiltDataset
+from app.core.base.store import Store
 from app.core.datasets import manifest as M
+from app.core.datasets.catalog import Registry
 from app.core.datasets.config import BuildConfig
-from app.core.datasets.registry import Registry
-from app.core.datasets.runner import Outcome, WorkerRun, start_build
 from app.core.datasets.splits import SPLITS
-from app.core.schema import AgentSession, BuiltDataset
-from app.core.store import Store
+from app.core.workers import Outcome, WorkerRun, start_build
 
 CHUNK = 1024**2  # newline scans read this much at a time
 MAX_LINE = 32 * 1024**2  # one JSONL record larger than this is not read for the preview

@@ -3,10 +3,24 @@ from __future__ import annotations
 
 from PySide6.QtCore import QRegularExpression, Qt, Signal
 from PySide6.QtGui import QRegularExpressionValidator
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QGridLayout, QGroupBox, QHBoxLayout,
-                               QLabel, QLineEdit, QProgressBar, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
-from app.core.datasets.config import BuildConfig, Filters
+from app.core.datasets.config import MODES as BUILD_MODES, BuildConfig, Filters
 from app.ui.capture_panel import DIM
 from app.ui.datasets import DatasetsController
 
@@ -14,6 +28,7 @@ PHASES = {"load": "Loading sessions", "render": "Rendering examples", "write": "
 MODES = {"auto": "incremental when this base model already has a dataset, else full",
          "full": "every eligible session", "incremental": "only sessions no earlier dataset of this base model used, "
                                                           "plus a replayed share of earlier examples"}
+DEFAULT_BASE_MODEL = BuildConfig.model_fields["base_model"].default
 NAME_RULE = r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}"  # the name becomes a folder name
 
 
@@ -68,30 +83,36 @@ class BuildForm(QGroupBox):
         self.name_edit = QLineEdit()
         self.name_edit.setPlaceholderText("automatic: sft-<date>-<time>")
         self.name_edit.setValidator(QRegularExpressionValidator(QRegularExpression(NAME_RULE)))
+        d = BuildConfig()  # the initial values: a build with the defaults
         self.mode = QComboBox()
-        for i, (mode, tip) in enumerate(MODES.items()):
+        for i, mode in enumerate(BUILD_MODES):
             self.mode.addItem(mode)
-            self.mode.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
-        self.max_length = spin(64, 131_072, 2048, " tokens", "longer conversations are cut into windows of whole turns")
-        self.replay = spin(0, 90, 30, " %", "incremental builds: share of the new train split replayed from earlier "
-                                            "datasets, so the model does not forget")
+            self.mode.setItemData(i, MODES[mode], Qt.ItemDataRole.ToolTipRole)
+        self.mode.setCurrentText(d.mode)
+        self.max_length = spin(64, 131_072, d.max_length, " tokens",
+                               "longer conversations are cut into windows of whole turns")
+        self.replay = spin(0, 90, round(d.replay * 100), " %", "incremental builds: share of the new train split "
+                                                               "replayed from earlier datasets, so the model does "
+                                                               "not forget")
         self.near_dup = QDoubleSpinBox()
         self.near_dup.setRange(0.0, 1.0)
         self.near_dup.setSingleStep(0.05)
-        self.near_dup.setValue(0.85)
+        self.near_dup.setValue(d.filters.near_duplicate)
         self.near_dup.setSpecialValueText("off")
         self.near_dup.setToolTip("sessions this similar (MinHash Jaccard) to a kept one are dropped; 0 = off")
-        self.min_tools = spin(0, 1000, 1, tip="sessions with fewer tool calls are dropped")
-        self.min_steps = spin(0, 1000, 2, tip="sessions with fewer assistant messages are dropped")
-        self.drop_abandoned = check("Drop abandoned", True, "drop sessions that ended on a request, a pending call "
-                                                           "or an unanswered result")
-        self.drop_errored = check("Drop errored", True, "drop sessions that ended on a failed tool call")
-        self.require_recovery = check("Require recovery", False, "keep only sessions where an error was followed by "
-                                                                 "a successful retry")
-        self.subagents = check("Include sub-agents", True, "sub-agent sessions become examples of their own")
+        f = d.filters
+        self.min_tools = spin(0, 1000, f.min_tool_calls, tip="sessions with fewer tool calls are dropped")
+        self.min_steps = spin(0, 1000, f.min_steps, tip="sessions with fewer assistant messages are dropped")
+        self.drop_abandoned = check("Drop abandoned", f.drop_abandoned, "drop sessions that ended on a request, "
+                                                                        "a pending call or an unanswered result")
+        self.drop_errored = check("Drop errored", f.drop_errored, "drop sessions that ended on a failed tool call")
+        self.require_recovery = check("Require recovery", f.require_recovery, "keep only sessions where an error was "
+                                                                              "followed by a successful retry")
+        self.subagents = check("Include sub-agents", f.include_subagents,
+                               "sub-agent sessions become examples of their own")
 
     def _model_row(self) -> QHBoxLayout:
-        self.model_edit = QLineEdit("default")
+        self.model_edit = QLineEdit(DEFAULT_BASE_MODEL)
         self.model_edit.setToolTip("'default' = the embedded SmolLM2-135M-Instruct, or a model folder: its tokenizer "
                                    "and chat template render the examples")
         browse = QPushButton("Folder…")
@@ -133,8 +154,9 @@ class BuildForm(QGroupBox):
                           require_recovery=self.require_recovery.isChecked(), near_duplicate=self.near_dup.value(),
                           include_subagents=self.subagents.isChecked())
         return BuildConfig(name=self.name_edit.text().strip() or None,
-                           base_model=self.model_edit.text().strip() or "default", mode=self.mode.currentText(),
-                           max_length=self.max_length.value(), replay=self.replay.value() / 100, filters=filters)
+                           base_model=self.model_edit.text().strip() or DEFAULT_BASE_MODEL,
+                           mode=self.mode.currentText(), max_length=self.max_length.value(),
+                           replay=self.replay.value() / 100, filters=filters)
 
     def start_build(self) -> None:
         try:

@@ -8,13 +8,12 @@ from typing import Callable
 
 from PySide6.QtCore import Signal
 
-from app.core import protocol as P
-from app.core.events import read_events
-from app.core.jobs import JobManager
-from app.core.judge import promote as PR
-from app.core.judge import registry as R
+from app.core.base import protocol as P
+from app.core.judge import promote as PR, records as R
 from app.core.judge.evaluate import generations
 from app.core.judge.report import METRICS, EvalSettings
+from app.core.train.events import read_events
+from app.core.train.jobs import JobManager
 from app.ui.background import BackgroundController
 
 SCORE = ("score", "composite score", "higher")  # the ranking's number, shown as the table's last row

@@ -9,14 +9,14 @@ from typing import Callable
 import qasync
 from PySide6.QtWidgets import QApplication
 
+from app.core.base.store import Store
 from app.core.capture.sources import CaptureConfig
-from app.core.jobs import JobManager
-from app.core.queue import Queue
-from app.core.store import Store
+from app.core.queue.scheduler import Queue
+from app.core.train.jobs import JobManager
+from app.ui import refguard
 from app.ui.capture import CaptureController
 from app.ui.datasets import DatasetsController
 from app.ui.judge import JudgeController
-from app.ui import refguard
 from app.ui.main_window import MainWindow
 from app.ui.queue import QueueController
 from app.ui.ship import ShipController

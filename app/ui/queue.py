@@ -11,18 +11,16 @@ from typing import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.core.chatdata import DatasetError
-from app.core.inbox import detect_kind
-from app.core.modelref import ModelRefError
-from app.core.paths import SetupError
-from app.core.queue import PRIORITIES, EngineUnreachable, Queue, QueueError
-from app.core.schema import Job
-from app.core.spec import DEFAULT_MODEL, RECIPES, Hyper
+from app.core.base.errors import Explained
+from app.core.base.schema import Job
+from app.core.queue.inbox import detect_kind
+from app.core.queue.scheduler import PRIORITIES, Queue
+from app.core.train.spec import DEFAULT_MODEL, RECIPES, Hyper
 
 TICK_MS = 1000  # the scheduler's pace: finalise ended engines, take inbox files, start what may start
 POLL_MS = 50  # how often the GUI thread picks up what worker threads finished
 STOP_WAIT_S = 5.0  # on close, how long a running tick may finish (it never waits on an engine)
-REFUSALS = (QueueError, EngineUnreachable, DatasetError, ModelRefError, SetupError, OSError, ValueError)
+REFUSALS = (Explained, OSError, ValueError)  # every core refusal is Explained; OSError: a full disk, a gone file
 WAITING = ("queued", "held")
 ENGINE = ("running", "paused")  # entry states of a job whose engine runs
 RETRYABLE = ("failed", "stopped", "cancelled")

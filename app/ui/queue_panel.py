@@ -6,10 +6,20 @@ from html import escape
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QMessageBox, QPushButton,
-                               QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
-from app.core.spec import DEFAULT_MODEL
+from app.core.train.spec import DEFAULT_MODEL
 from app.ui.queue import ENGINE, PRIORITIES, RECIPES, RETRYABLE, WAITING, QueueController
 from widgets.banner import Banner
 from widgets.job_table import format_eta

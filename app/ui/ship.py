@@ -10,19 +10,15 @@ from typing import Callable
 
 from PySide6.QtCore import Signal
 
-from app.core import protocol as P
-from app.core.errors import Explained
-from app.core.judge import registry as R
-from app.core.schema import Deployment
-from app.core.ship import deploy as D
-from app.core.ship import exports as X
-from app.core.ship import lmstudio, ollama
-from app.core.ship import server as S
+from app.core.base import protocol as P
+from app.core.base.errors import Explained
+from app.core.base.schema import Deployment
+from app.core.judge import records as R
+from app.core.ship import deploy as D, exports as X, lmstudio, ollama, serving as S
 from app.core.ship.errors import ShipError
 from app.ui.background import BackgroundController
 from app.ui.judge import read_choices as judge_choices
 
-STAGES = ("merge", "convert", "quantize", "lora", "smoke test")  # the export worker's phases, in order
 MARKS = {"pass": "✓", "fail": "✗", "compare_only": "✗", None: "–", "base": "◆"}
 CHAT_TURNS = 8  # messages of the conversation sent with each question (the model's context is small)
 

@@ -5,11 +5,23 @@ from html import escape
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (QGridLayout, QGroupBox, QHBoxLayout, QLabel, QLayout, QLineEdit, QProgressBar,
-                               QPushButton, QSplitter, QVBoxLayout)
+from PySide6.QtWidgets import (
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLayout,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+)
 
+from app.core.ship.config import EXPORT_STAGES
 from app.ui.judge_panel import DIM, heading
-from app.ui.ship import STAGES, Served, ShipController, local_time
+from app.ui.ship import Served, ShipController, local_time
+
 
 def seconds(value) -> str:
     if value is None:
@@ -102,7 +114,7 @@ class StageBars(QGroupBox):
         self.title.setMinimumWidth(80)  # a long label is cut rather than widening the pane
         grid = QGridLayout()
         grid.setColumnStretch(1, 1)
-        for row, stage in enumerate(STAGES):
+        for row, stage in enumerate(EXPORT_STAGES):
             bar, eta = self.bars[stage], self.etas[stage] = QProgressBar(), QLabel()
             bar.setTextVisible(False)
             bar.setFixedHeight(14)
@@ -116,7 +128,7 @@ class StageBars(QGroupBox):
         self.cancel_button.setEnabled(False)
 
     def _clear(self, text: str) -> None:
-        for stage in STAGES:
+        for stage in EXPORT_STAGES:
             self.bars[stage].setRange(0, 1)
             self.bars[stage].setValue(0)
             self.etas[stage].setText(text)
@@ -140,7 +152,7 @@ class StageBars(QGroupBox):
                                  else f"{step} / {total} · ETA {seconds(eta)}")
 
     def finish(self, ok: bool) -> None:
-        for stage in STAGES:
+        for stage in EXPORT_STAGES:
             if stage not in self.touched:
                 self.etas[stage].setText(("not needed" if self.touched else "reused: already exported") if ok
                                          else "—")

@@ -10,12 +10,12 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from app.core import protocol as P
-from app.core.chatdata import DatasetError
-from app.core.paths import SetupError
-from app.core.jobs import ACTIVE, JobManager
-from app.core.modelref import ModelRefError
-from app.core.spec import DEFAULT_MODEL, Hyper
+from app.core.base import protocol as P
+from app.core.base.paths import SetupError
+from app.core.datafiles.chatfile import DatasetError
+from app.core.train.jobs import ACTIVE, JobManager
+from app.core.train.modelref import ModelRefError
+from app.core.train.spec import DEFAULT_MODEL, Hyper
 from app.ui.queue import queued_note
 
 LIVE_STATES = ("starting", "loading", "resuming", "running", "paused", "stopping", "saving")

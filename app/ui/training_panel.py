@@ -5,15 +5,32 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QComboBox, QFileDialog, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSplitter,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
 
-from app.core.spec import DEFAULT_MODEL
+from app.core.train.spec import DEFAULT_MODEL
 from app.ui.training import LIVE_STATES, REWARD_PREFIX, TrainingController, read_diagnosis
-from widgets.banner import Banner
 from widgets.alerts import AlertList
-from widgets.charts import (GpuChart, GradNormChart, LiveChart, LossChart, LrChart, MemoryChart, RewardChart,
-                            ThroughputChart)
+from widgets.banner import Banner
+from widgets.charts import (
+    GpuChart,
+    GradNormChart,
+    LiveChart,
+    LossChart,
+    LrChart,
+    MemoryChart,
+    RewardChart,
+    ThroughputChart,
+)
 from widgets.job_table import JobTable
 
 NO_GPU = "no GPU — training on the CPU"

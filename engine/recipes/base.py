@@ -12,13 +12,14 @@ import math
 import statistics
 from pathlib import Path
 
-from app.core import checkpoints as ckpt
-from app.core import protocol as P
-from app.core.fingerprint import code_hash, sha256_dir, sha256_file
-from app.core.spec import JobSpec
+from app.core.base import protocol as P
+from app.core.base.files import atomic_write
+from app.core.base.fingerprint import code_hash, sha256_dir, sha256_file
+from app.core.train import checkpoints as ckpt
+from app.core.train.spec import JobSpec
 from engine import adapters
 from engine.errors import EngineError
-from engine.server import EngineServer
+from engine.jobsocket import EngineServer
 
 
 def read_snapshot(path: str | None, sha256: str | None, what: str = "dataset") -> list[dict]:
@@ -212,13 +213,13 @@ class Recipe:
         return info
 
     def _callbacks(self) -> list:
+        import torch
+
         from engine.budget import BudgetCallback
         from engine.callbacks import StreamCallback
         from engine.checker import Checker
         from engine.checker_callback import CheckerCallback
-        from engine.checkpointing import CheckpointCallback
-
-        import torch
+        from engine.checkpoint_callback import CheckpointCallback
 
         stream = StreamCallback(self.server, torch)
         prior = self.resume_from
@@ -280,10 +281,6 @@ def _resumes(run_dir: Path) -> list[int]:
 
 
 def write_result(run_dir: Path, result: P.Result) -> None:
-    """result.json, written atomically (temp + rename)."""
-    import os
-
-    tmp = run_dir / "result.json.tmp"
-    tmp.write_text(result.model_dump_json(indent=2), encoding="utf-8")
-    os.replace(tmp, run_dir / "result.json")
+    """result.json, written atomically (temp + fsync + rename)."""
+    atomic_write(run_dir / "result.json", result.model_dump_json(indent=2))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from app.core.datasets.agreement import as_text
+from app.core.toolcalls.convention import as_text
 from engine.errors import EngineError
 from engine.recipes.base import Recipe
 

@@ -1,4 +1,4 @@
-"""RL recipes: GRPO and RLOO (TRL 1.16 `GRPOTrainer` / `RLOOTrainer`) with the behavioural reward (app.core.rewards).
+"""RL recipes: GRPO and RLOO (TRL 1.16 `GRPOTrainer` / `RLOOTrainer`) with the behavioural reward (app.core.judge.rewards).
 
 Data: the snapshot's chat records (agent sessions converted to chat, or plain chats). Every context that ends right
 before an assistant message becomes a prompt (`pairs.teacher_contexts`: once each, the longest context of an action
@@ -9,7 +9,7 @@ max_length - max_completion_length tokens (TRL 1.16 has no prompt-length limit o
 message + the task's first request) and drops its oldest turns, never leaving a tool result without its call;
 a prompt whose header and last message alone do not fit is left out (the log says how many).
 
-REFERENCE A.1 ("RL: lr 1.4e-5, 100 episodes, 4 inner epochs") in TRL 1.16 terms:
+The source documents' RL settings ("RL: lr 1.4e-5, 100 episodes, 4 inner epochs") in TRL 1.16 terms:
 - lr 1.4e-5: `Hyper.lr("grpo"/"rloo")` (spec.DEFAULT_LR), as every recipe.
 - 4 inner epochs (PPO's passes over each rollout batch): `num_iterations` = INNER_EPOCHS = 4 (GRPO's μ): each
   generation batch is trained on for 4 optimiser steps (ratio-clipped at epsilon 0.2), so one step in four generates.
@@ -26,11 +26,11 @@ REFERENCE A.1 ("RL: lr 1.4e-5, 100 episodes, 4 inner epochs") in TRL 1.16 terms:
   adapter (`init_adapter`, RL after SFT), TRL's frozen copy of it ("ref", dropped before saving); full fine-tuning
   loads a second copy of the model. `Hyper.beta` is the DPO/ORPO/KTO temperature and is not used here.
 - Advantages: GRPO's own (reward minus the group mean, over the group's std); RLOO's leave-one-out baseline with
-  `normalize_advantages=True` (whitened per generation batch, as PPO does, so A.1's learning rate does not depend on
-  the reward's scale).
+  `normalize_advantages=True` (whitened per generation batch, as PPO does, so the 1.4e-5 learning rate does not
+  depend on the reward's scale).
 - Generation: transformers `generate` (no vLLM), temperature 1.0, dropout off (`disable_dropout`: the reference and
   the inner epochs need the same log-probs for the same input).
-TRL logs `reward`, `reward_std`, `rewards/<function>/mean|std` (the functions are app.core.rewards.reward_constraint,
+TRL logs `reward`, `reward_std`, `rewards/<function>/mean|std` (the functions are app.core.judge.rewards.reward_constraint,
 reward_reasoning, …), `kl` (beta > 0), `entropy`, `completions/mean_length`, `clip_ratio/*`, `num_tokens`.
 """
 from __future__ import annotations
@@ -38,16 +38,16 @@ from __future__ import annotations
 import json
 import math
 
-from app.core import protocol as P
-from app.core.datasets.agreement import as_text
+from app.core.base import protocol as P
 from app.core.datasets.windows import header_length
-from app.core.rewards import RewardContext, normalise_weights, trl_reward_funcs, trl_reward_weights
+from app.core.judge.rewards import RewardContext, normalise_weights, trl_reward_funcs, trl_reward_weights
+from app.core.toolcalls.convention import as_text
 from engine import adapters
 from engine.errors import EngineError
 from engine.recipes.base import Recipe
 
 MAX_PROMPTS = 1000  # contexts taken from one snapshot (a stable subset when there are more)
-INNER_EPOCHS = 4  # REFERENCE A.1: optimiser passes over each generation batch (TRL num_iterations)
+INNER_EPOCHS = 4  # the 4 inner epochs: optimiser passes over each generation batch (TRL num_iterations)
 KL_BETA = {"grpo": 0.04, "rloo": 0.01}
 REF_ADAPTER = "ref"  # TRL's frozen copy of a starting adapter, the reference when training continues from one
 MESSAGE_OVERHEAD = 6  # tokens a chat template adds around a message's content (estimate; the fit is re-checked)

@@ -5,7 +5,7 @@ they are when the model's template still renders them identically, else re-rende
 """
 from __future__ import annotations
 
-from app.core import protocol as P
+from app.core.base import protocol as P
 from engine import chat_template
 from engine.errors import EngineError
 from engine.recipes.base import Recipe

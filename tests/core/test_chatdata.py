@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from app.core.chatdata import DatasetError, check_chat_file, write_snapshot
+from app.core.datafiles.chatfile import DatasetError, check_chat_file, write_snapshot
 from tests.conftest import write_jsonl
 from tests.tiny_model import chat_records
 

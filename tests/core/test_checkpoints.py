@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.core import checkpoints as ckpt
+from app.core.train import checkpoints as ckpt
 
 
 def _make(root: Path, step: int, eval_loss: float | None = None, seal: bool = True) -> Path:

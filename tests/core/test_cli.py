@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 def run_cli(*args: str, home: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "NIGHTSCHOOL_HOME": str(home)}
     env.pop("DISPLAY", None)
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=120)
 
 

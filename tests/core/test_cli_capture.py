@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from tests.core.capture.helpers import SID, assistant, text, user
 
 

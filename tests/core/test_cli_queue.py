@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from tests.conftest import write_jsonl
 
 

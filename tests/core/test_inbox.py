@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core.inbox import DEFAULTS_KEY, TAKING, Inbox
-from app.core.queue import Queue
-from app.core.spec import JobSpec
+from app.core.queue.inbox import DEFAULTS_KEY, TAKING, Inbox
+from app.core.queue.scheduler import Queue
+from app.core.train.spec import JobSpec
 from tests.conftest import write_jsonl
 from tests.tiny_model import chat_records
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.chatdata import DatasetError
-from app.core.modelref import ModelRefError
+from app.core.datafiles.chatfile import DatasetError
+from app.core.train.modelref import ModelRefError
 from tests.conftest import write_jsonl
 
 

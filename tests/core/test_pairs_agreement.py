@@ -9,13 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from app.core.capture.dataset_specs import SPECS, record_problem
+from app.core.datafiles.formats import SPECS, record_problem
 from app.core.datasets import manifest as M
 from app.core.datasets.builder import BuildError
-from app.core.datasets.agreement import agrees, as_text, parse_student
-from app.core.datasets.pairs import (PairsConfig, build, conversational, pair_record, plan, teacher_contexts,
-                                     train_records)
-from app.core.datasets.registry import Registry
+from app.core.datasets.catalog import Registry
+from app.core.datasets.pairs import (
+    PairsConfig,
+    build,
+    conversational,
+    pair_record,
+    plan,
+    teacher_contexts,
+    train_records,
+)
+from app.core.toolcalls.agreement import exact_agreement as agrees
+from app.core.toolcalls.convention import as_text, parse_student
 from engine.chat_template import tool_calls_as_text
 from tests.conftest import write_jsonl
 

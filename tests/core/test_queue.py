@@ -3,6 +3,8 @@ the app that loses nothing. Real engines on the tiny model; dry runs where a job
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -10,15 +12,50 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from app.core import queue_eta as eta
-from app.core.jobs import JobManager
-from app.core.queue import LAUNCHING, STALE_LAUNCH_S, EngineUnreachable, Queue, QueueError
-from app.core.schema import Job, Run, utcnow
-from app.core.store import Store
+from app.core.base.schema import Job, Run, utcnow
+from app.core.base.store import Store
+from app.core.queue import eta
+from app.core.queue.scheduler import LAUNCHING, STALE_LAUNCH_S, EngineUnreachable, Queue, QueueError
+from app.core.train.jobs import JobManager
 from tests.conftest import fast_hyper, write_jsonl
 from tests.engine.helpers import of_type, states, wait_for_events
 
 DEADLINE_S = 240.0
+REPO = Path(__file__).resolve().parents[2]
+# One scheduler process for the race below: it opens the store, says "ready", starts ticking when told, and prints
+# the jobs it launched (no engine starts). Its first launch, made between claim and launch as a real one is, waits
+# until the other process has claimed a job too, so the two ticks overlap whatever the OS schedules first.
+RACING_SCHEDULER = """
+import json, sys, time
+from sqlalchemy import func, select
+from app.core.base.schema import Job
+from app.core.base.store import Store
+from app.core.queue.scheduler import LAUNCHING, Queue
+
+limit = int(sys.argv[1])
+queue = Queue(Store(), inbox=False)
+launched = []
+
+def claimed():
+    with queue.store.session() as s:
+        return s.scalar(select(func.count()).select_from(Job).where(Job.state == LAUNCHING))
+
+def launch(job_id):
+    launched.append(job_id)
+    deadline = time.monotonic() + 30
+    while len(launched) == 1 and claimed() < 2:
+        if time.monotonic() > deadline:
+            sys.exit("the other scheduler claimed no job while this one was launching")
+        time.sleep(0.01)
+
+queue.manager.launch = launch
+print("ready", flush=True)
+sys.stdin.readline()
+while claimed() < limit:
+    queue.tick(scan_inbox=False)
+assert queue.tick(scan_inbox=False).started == [], "a tick started a job beyond the limit"
+print(json.dumps(launched), flush=True)
+"""
 
 
 @pytest.fixture
@@ -103,7 +140,37 @@ def test_the_scheduler_starts_jobs_in_run_order_one_at_a_time(queue, chat_file, 
     assert launched == [high, last, n1, n2, low]
 
 
-def test_two_schedulers_on_one_store_start_one_job(queue, chat_file, tiny_model, monkeypatch):
+def test_two_scheduler_processes_racing_on_one_store_start_each_job_once(queue, chat_file, tiny_model):
+    """Two processes tick the same SQLite store at the same time: every job is started by exactly one of them, the
+    first ones in run order, and no more than max_concurrent in all."""
+    limit = 4
+    ids = [add(queue, chat_file, tiny_model) for _ in range(6)]
+    queue.set_max_concurrent(limit)
+    procs = [subprocess.Popen([sys.executable, "-c", RACING_SCHEDULER, str(limit)], cwd=REPO, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    try:
+        for proc in procs:  # both have imported everything and opened the store
+            assert proc.stdout.readline().strip() == "ready", proc.communicate()[1]
+        for proc in procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        outputs = [proc.communicate(timeout=60) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in outputs]
+    launched = [json.loads(out.splitlines()[-1]) for out, _ in outputs]
+    assert all(launched), launched  # both schedulers started jobs: it was a race
+    started = [job_id for each in launched for job_id in each]
+    assert sorted(started) == sorted(ids[:limit]), launched  # each of the first four exactly once, no other
+    assert [state_of(queue, job_id) for job_id in ids] == [LAUNCHING] * limit + ["queued"] * (len(ids) - limit)
+
+
+def test_a_claimed_job_is_not_started_again_until_its_claim_goes_stale(queue, chat_file, tiny_model, monkeypatch):
+    """Two schedulers in this process, ticking in turn: the claim keeps the other off the job; a claim whose
+    launch never happened (its scheduler died) is queued again and claimed again."""
     other = Queue(Store(), inbox=False)
     ids = [add(queue, chat_file, tiny_model) for _ in range(3)]
     first, second = record_launches(queue, monkeypatch, start=False), record_launches(other, monkeypatch, start=False)
@@ -276,7 +343,7 @@ def test_token_counts_use_input_ids_when_present_and_start_times_fill_slots():
 
 
 def test_live_progress_comes_from_the_tail_of_the_events(tmp_path):
-    from app.core import protocol as P
+    from app.core.base import protocol as P
 
     path = tmp_path / "events.jsonl"
     lines = [P.make(P.State(state="running"), seq=1), *[P.make(P.Progress(step=i, total=50, eta_s=50.0 - i), seq=i + 1)

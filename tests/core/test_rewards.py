@@ -8,11 +8,30 @@ import pickle
 import pytest
 
 from app.core.datasets.convert import system_message
-from app.core.rewards import (DEFAULT_WEIGHTS, Breakdown, RewardContext, completion_text, normalise_weights,
-                              reward_constraint, score, trl_reward_funcs, trl_reward_weights)
-from app.core.rewards_context import exploration_level, is_error_result, is_exploratory, tools_in_system
-from app.core.rewards_parts import (NEUTRAL_SELF_CORRECTION, constraint_adherence, exploration_fit, reasoning_depth,
-                                    reasoning_steps, self_correction, split_thinking, tool_efficiency)
+from app.core.judge.reward_context import exploration_level, is_error_result
+from app.core.judge.reward_parts import (
+    NEUTRAL_SELF_CORRECTION,
+    constraint_adherence,
+    exploration_fit,
+    reasoning_depth,
+    reasoning_steps,
+    self_correction,
+    split_thinking,
+    tool_efficiency,
+)
+from app.core.judge.rewards import (
+    DEFAULT_WEIGHTS,
+    Breakdown,
+    RewardContext,
+    completion_text,
+    normalise_weights,
+    reward_constraint,
+    score,
+    trl_reward_funcs,
+    trl_reward_weights,
+)
+from app.core.toolcalls.actions import is_exploratory
+from app.core.toolcalls.convention import tools_in_system
 
 TOOLS = ["Bash", "Edit", "Glob", "Grep", "Read"]
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from app.core import paths
-from app.core.modelref import ModelRefError, check_model_ref
+from app.core.base import paths
+from app.core.train.modelref import ModelRefError, check_model_ref
 
 
 def test_migrated_schema_and_wal(store, ns_home):
@@ -21,7 +21,7 @@ def test_the_orm_tables_match_the_migrations(store):
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from app.core.schema import Base
+    from app.core.base.schema import Base
 
     with store.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
@@ -29,7 +29,7 @@ def test_the_orm_tables_match_the_migrations(store):
 
 
 def test_reopening_is_idempotent(store):
-    from app.core.store import Store
+    from app.core.base.store import Store
 
     again = Store(store.path)
     again.close()

@@ -50,10 +50,10 @@ def write_session(folder: Path, index: int, **over) -> Path:
 
 def ingest(store, folder: Path) -> None:
     """Ingest every session file under folder through the real capture path (scrubbing included)."""
-    from app.core.capture.importer import import_paths
     from app.core.capture.ingest import Ingestor
     from app.core.capture.scrub import Scrubber
     from app.core.capture.sources import CaptureConfig
+    from app.core.importer import import_paths
 
     report = import_paths(Ingestor(store, CaptureConfig(roots={}), Scrubber(home="/home/me")), [folder])
     assert not report.refused(), report.refused()

@@ -5,7 +5,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from app.core.datasets.registry import Registry
+from app.core.datasets.catalog import Registry
 from tests.datasets.helpers import ingest, records, split_ids, write_session
 
 

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from app.cli import main
+from app.cli.main import main
 from tests.datasets.helpers import ingest, write_session
 
 

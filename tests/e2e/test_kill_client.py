@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from app.core.events import read_events
+from app.core.train.events import read_events
 from tests.engine.helpers import of_type, wait_for_events
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ def first_run_dir(runs: Path, cli: subprocess.Popen, timeout: float = 120.0) -> 
 
 
 def test_engine_outlives_a_killed_client(manager, chat_file, tiny_model, ns_home):
-    cli = subprocess.Popen([sys.executable, "-m", "app.cli", "train", str(chat_file), "--model", str(tiny_model),
+    cli = subprocess.Popen([sys.executable, "-m", "app.cli.main", "train", str(chat_file), "--model", str(tiny_model),
                             "--max-steps", "150", "--epochs", "1000", "--batch-size", "4", "--grad-accum", "1"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            env={**os.environ, "NIGHTSCHOOL_HOME": str(ns_home)})
     try:

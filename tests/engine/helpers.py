@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from app.core.client import EngineClient
-from app.core.events import read_events
-from app.core.spec import JobSpec
+from app.core.train.engine_client import EngineClient
+from app.core.train.events import read_events
+from app.core.train.spec import JobSpec
 
 
 def wait_for_events(run_dir: Path, predicate: Callable[[list], bool], timeout: float = 120.0,

@@ -304,13 +304,12 @@ def test_callback_alerts_writes_the_diagnosis_and_stops_on_nan(tmp_path):
     callback.on_log(None, state, control, logs={"loss": 0.0, "learning_rate": 1e-4, "grad_norm": float("nan")})
     [alert] = server.alerts()
     assert alert.kind == "nan" and alert.step == 11 and "grad norm" in alert.message
-    assert getattr(alert, "severity", "fatal") == "fatal"
+    assert alert.severity == "fatal"
     assert control.should_training_stop and not control.should_save
     assert callback.fatal is not None and callback.fatal.kind == "nan"
     assert "FATAL nan" in (tmp_path / "diagnosis.md").read_text()
     assert json.loads((tmp_path / "alerts.jsonl").read_text())["kind"] == "nan"
-    if hasattr(alert, "diagnosis_path"):
-        assert alert.diagnosis_path == str(tmp_path / "diagnosis.md")
+    assert alert.diagnosis_path == str(tmp_path / "diagnosis.md")
 
     # evaluations reach the checker once (the trainer reports each through on_log and on_evaluate)
     callback.on_log(None, state, control, logs={"eval_loss": 2.4})

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core import checkpoints as ckpt
-from app.core.events import read_events
+from app.core.train import checkpoints as ckpt
+from app.core.train.events import read_events
 from tests.conftest import fast_hyper, write_jsonl
 from tests.engine.helpers import attempts, of_type
 from tests.tiny_model import chat_records
@@ -48,8 +48,8 @@ def _metrics_by_attempt(events: list) -> list[dict[int, dict]]:
 
 
 def test_kill_9_at_random_steps_resumes_and_finishes_continuously(tiny_model, tmp_path):
-    from app.core.jobs import JobManager
-    from app.core.store import Store
+    from app.core.base.store import Store
+    from app.core.train.jobs import JobManager
 
     seed = int(os.environ.get("NIGHTSCHOOL_TEST_SEED", random.randrange(1 << 30)))
     rng = random.Random(seed)
@@ -81,7 +81,7 @@ def test_kill_9_at_random_steps_resumes_and_finishes_continuously(tiny_model, tm
     with manager.store.session() as s:
         from sqlalchemy import select
 
-        from app.core.schema import Run
+        from app.core.base.schema import Run
         runs = list(s.scalars(select(Run).where(Run.job_id == job.id).order_by(Run.id)))
     assert [r.state for r in runs] == ["crashed"] * 5 + ["completed"], seed
     resume_steps = [r.resume_step for r in runs[1:]]
@@ -110,8 +110,8 @@ def test_kill_9_at_random_steps_resumes_and_finishes_continuously(tiny_model, tm
 
 
 def test_nan_loss_stops_the_run_with_a_diagnosis_and_keeps_its_checkpoints(tiny_model, tmp_path, monkeypatch):
-    from app.core.jobs import JobManager
-    from app.core.store import Store
+    from app.core.base.store import Store
+    from app.core.train.jobs import JobManager
 
     monkeypatch.setenv("NIGHTSCHOOL_FAULT", "nan_loss@12")  # test fault: NaN written into a weight after step 12
     manager = JobManager(Store())
@@ -133,5 +133,5 @@ def test_nan_loss_stops_the_run_with_a_diagnosis_and_keeps_its_checkpoints(tiny_
     with manager.store.session() as s:
         from sqlalchemy import func, select
 
-        from app.core.schema import Run
+        from app.core.base.schema import Run
         assert s.scalar(select(func.count()).select_from(Run).where(Run.job_id == job.id)) == 1  # not resumed

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core import protocol as P
-from app.core.client import EngineClient
+from app.core.base import protocol as P
+from app.core.train.engine_client import EngineClient
 from tests.conftest import fast_hyper
 from tests.engine.helpers import attempts, of_type, send_command, states, wait_for_events
 
@@ -34,7 +34,7 @@ def test_pause_resume_checkpoint_and_stop(manager, chat_file, tiny_model):
     send_command(manager, job.id, "pause")
     events = wait_for_events(run.run_dir, lambda ev: "paused" in states(ev), alive=alive)
     paused_seq = [e.seq for e in of_type(events, "state") if e.body.state == "paused"][0]
-    from app.cli import main as cli
+    from app.cli.main import main as cli
 
     assert cli(["checkpoint", job.id]) == 0  # the CLI's command path; queued while paused: taken at the next step
     send_command(manager, job.id, "resume")

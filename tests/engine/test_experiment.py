@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.core import checkpoints as ckpt
-from app.core.events import read_events
-from app.core.spec import Budget, JobSpec
+from app.core.train import checkpoints as ckpt
+from app.core.train.events import read_events
+from app.core.train.spec import Budget, JobSpec
 from tests.conftest import fast_hyper, write_jsonl
 from tests.engine.helpers import of_type
 from tests.tiny_model import chat_records
 
 
 def _manager():
-    from app.core.jobs import JobManager
-    from app.core.store import Store
+    from app.core.base.store import Store
+    from app.core.train.jobs import JobManager
 
     return JobManager(Store())
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from app.core import paths
-from app.core.events import read_events
+from app.core.base import paths
+from app.core.train.events import read_events
 from tests.conftest import fast_hyper
 from tests.engine.helpers import attempts, of_type, send_command, states, wait_for_events
 
@@ -77,7 +77,7 @@ def _agreement_rank(rank: int, port: int, results) -> None:
     import torch.distributed as dist
 
     from engine import distributed
-    from engine.server import Controls
+    from engine.jobsocket import Controls
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
                             timeout=timedelta(seconds=60))
@@ -133,7 +133,7 @@ def test_ranks_take_rank_0s_commands_and_decisions():
 
 def test_a_single_process_needs_no_collective(monkeypatch):
     from engine import distributed
-    from engine.server import Controls
+    from engine.jobsocket import Controls
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     c = Controls()

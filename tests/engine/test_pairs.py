@@ -1,4 +1,4 @@
-"""Preference pairs through the real worker (engine.pairs): a real SFT dataset built from the real-world transcripts,
+"""Preference pairs through the real worker (engine.mine_pairs): a real SFT dataset built from the real-world transcripts,
 a real student (the tiny model + a LoRA adapter) answering greedily; chosen = the teacher's recorded action, rejected
 = the student's, agreement is not a pair. The slow test does the same with the real SmolLM2 default."""
 from __future__ import annotations
@@ -9,15 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from app.core.capture.dataset_specs import SPECS, record_problem
-from app.core.capture.importer import import_paths
+from app.core import workers as runner
+from app.core.base.fingerprint import sha256_dir
 from app.core.capture.ingest import Ingestor
-from app.core.datasets import manifest as M, runner
+from app.core.datafiles.formats import SPECS, record_problem
+from app.core.datasets import manifest as M
+from app.core.datasets.catalog import Registry
 from app.core.datasets.config import BuildConfig, Filters
-from app.core.datasets.agreement import parse_student
 from app.core.datasets.pairs import Context, PairsConfig
-from app.core.datasets.registry import Registry
-from app.core.fingerprint import sha256_dir
+from app.core.importer import import_paths
+from app.core.toolcalls.convention import parse_student
 from engine.chat_template import normalise, tool_calls_as_text
 from tests.conftest import write_jsonl
 from tests.core.capture.helpers import REAL

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from app.core.chatdata import DatasetError
-from app.core.events import read_events
-from app.core.spec import JobSpec
-from app.core.validation import validate
+from app.core.datafiles.chatfile import DatasetError
+from app.core.train.events import read_events
+from app.core.train.results import validate
+from app.core.train.spec import JobSpec
 from tests.conftest import fast_hyper, write_jsonl
 from tests.engine.helpers import of_type, states
 
@@ -49,8 +49,8 @@ def preference_records(n: int = 24) -> list[dict]:
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory, tiny_model):
     """One finished job per kind, run one after the other: {kind: (manager, job)}."""
-    from app.core.jobs import JobManager
-    from app.core.store import Store
+    from app.core.base.store import Store
+    from app.core.train.jobs import JobManager
 
     home = tmp_path_factory.mktemp("home")
     with pytest.MonkeyPatch.context() as mp:
@@ -136,8 +136,8 @@ def test_dpo_continues_from_a_starting_adapter(jobs, tiny_model, tmp_path, monke
     loss is log 2 although that adapter already prefers the right capitals), training moves on from it, and only the
     trained adapter is saved (TRL keeps the reference as a second adapter, "ref", which would land in adapter/ref/).
     The learning rate is lower: Adam's first steps at 2e-2 knock a trained adapter off course before it recovers."""
-    from app.core.jobs import JobManager
-    from app.core.store import Store
+    from app.core.base.store import Store
+    from app.core.train.jobs import JobManager
 
     monkeypatch.setenv("OMP_NUM_THREADS", ONE_THREAD)
     manager, orpo = jobs["orpo"]
@@ -157,7 +157,7 @@ def test_dpo_continues_from_a_starting_adapter(jobs, tiny_model, tmp_path, monke
 
 def test_kto_refuses_a_batch_of_one_before_loading_the_model(tmp_path):
     """KTO estimates its KL term from the other rows of a batch; rows() is the first thing setup and dry runs do."""
-    from app.core.spec import Hyper
+    from app.core.train.spec import Hyper
     from engine.errors import EngineError
     from engine.recipes.preference import KTORecipe
 

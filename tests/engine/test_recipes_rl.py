@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core import chatdata
-from app.core.events import read_events
-from app.core.fingerprint import sha256_file
-from app.core.spec import Hyper, JobSpec
+from app.core.base.fingerprint import sha256_file
+from app.core.train.events import read_events
+from app.core.train.spec import Hyper, JobSpec
 from engine.errors import EngineError
 from tests.conftest import write_jsonl
 from tests.engine.helpers import of_type, states
@@ -77,15 +76,6 @@ def make_recipe(kind: str, tmp_path: Path, records: list[dict], model: Path, **h
                    models_dir=str(tmp_path / "models"), run_dir=str(tmp_path), socket_path=str(tmp_path / "s.sock"),
                    token="t", hyper=Hyper(**hyper))
     return recipe_for(kind)(spec, "0" * 64, Server())
-
-
-@pytest.fixture(autouse=True)
-def prompts_format(monkeypatch):
-    """JobManager.submit checks an RL file with DATA_FORMAT 'prompts'; chatdata reads RL data as chat records (until
-    chatdata.CHECKS has the 'prompts' entry itself)."""
-    if "prompts" not in chatdata.CHECKS:
-        monkeypatch.setitem(chatdata.CHECKS, "prompts", chatdata.check_record)
-        monkeypatch.setitem(chatdata.SHAPES, "prompts", chatdata.SHAPES["chat"])
 
 
 @pytest.fixture(autouse=True)
@@ -235,9 +225,9 @@ def test_the_reward_rises(manager, tmp_path, tiny_model, kind):
     stays so.
 
     The engine runs as a subprocess on the job's spec, as `launch` starts it, but is not finalised by the manager:
-    app.core.validation accepts only adapter folders, so a full fine-tuning result (model/) is refused whatever the
+    app.core.train.results accepts only adapter folders, so a full fine-tuning result (model/) is refused whatever the
     recipe (reported to the lead)."""
-    from app.core.jobs import engine_command
+    from app.core.train.jobs import engine_command
 
     data = write_jsonl(tmp_path / "questions.jsonl", question_records(16))
     hyper = Hyper(method="full", max_steps=40, epochs=100, grad_accum=1, num_generations=4, max_completion_length=32,

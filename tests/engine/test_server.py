@@ -4,9 +4,9 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from app.core import protocol as P
-from app.core.client import EngineClient
-from engine.server import EngineServer
+from app.core.base import protocol as P
+from app.core.train.engine_client import EngineClient
+from engine.jobsocket import EngineServer
 
 
 def test_a_command_from_a_client_that_hangs_up_at_once_still_lands(tmp_path):

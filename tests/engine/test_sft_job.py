@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from app.core.events import read_events
-from app.core.validation import ResultRefused, validate
-from app.core.spec import JobSpec
+from app.core.train.events import read_events
+from app.core.train.results import ResultRefused, validate
+from app.core.train.spec import JobSpec
 from tests.conftest import fast_hyper, write_jsonl
 from tests.engine.helpers import of_type, states
 from tests.tiny_model import chat_records
@@ -17,8 +17,8 @@ from tests.tiny_model import chat_records
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, tiny_model):
     """One real job shared by this module's checks: (manager, finished job)."""
-    from app.core.jobs import JobManager
-    from app.core.store import Store
+    from app.core.base.store import Store
+    from app.core.train.jobs import JobManager
 
     home = tmp_path_factory.mktemp("home")
     with pytest.MonkeyPatch.context() as mp:

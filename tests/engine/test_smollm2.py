@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import SAMPLE
-from app.core import paths
-from app.core.spec import Hyper
+from app.cli.main import SAMPLE
+from app.core.base import paths
+from app.core.train.spec import Hyper
 
 pytestmark = pytest.mark.slow
 

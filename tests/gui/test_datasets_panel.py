@@ -15,9 +15,9 @@ REAL_WORLD = SHARED / "fixtures" / "real-world"
 
 
 def ingest_fixtures(store) -> None:
-    from app.core.capture.importer import import_paths
     from app.core.capture.ingest import Ingestor
     from app.core.capture.sources import CaptureConfig
+    from app.core.importer import import_paths
 
     report = import_paths(Ingestor(store, CaptureConfig()), [REAL_WORLD])
     assert report.counts()[1] > 0  # sessions were stored

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 
-from app.core import protocol as P
-from app.core.fingerprint import sha256_file
-from app.core.judge import registry
+from app.core.base import protocol as P
+from app.core.base.fingerprint import sha256_file
+from app.core.base.schema import CheckpointRow, EvalRow, Job, Run
+from app.core.judge import records as registry
 from app.core.judge.evalset import EvalConfig
 from app.core.judge.report import EvalReport, EvalSettings, Sample
-from app.core.schema import CheckpointRow, EvalRow, Job, Run
 from tests.conftest import write_jsonl
 from tests.tiny_model import chat_records
 

@@ -16,11 +16,12 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 
-from app.core import protocol as P
-from app.core.fingerprint import sha256_file
-from app.core.judge import registry
-from app.core.schema import CheckpointRow, Deployment, EvalRow, ExportRow, Job, Run, VerdictRow
-from app.core.ship import deploy, exports, server
+from app.core.base import protocol as P
+from app.core.base.fingerprint import sha256_file
+from app.core.base.schema import CheckpointRow, Deployment, EvalRow, ExportRow, Job, Run, VerdictRow
+from app.core.judge import records as registry
+from app.core.ship import deploy, exports, serving as server
+from app.core.ship.config import STAGE_CONVERT, STAGE_LORA, STAGE_MERGE, STAGE_QUANTIZE, STAGE_SMOKE
 from app.core.ship.errors import ShipError
 from tests.tiny_model import CHATML
 
@@ -86,8 +87,8 @@ class StandIns:
         if done is not None:
             sink(P.make(P.Log(message=f"reusing export #{done.id} of {target.label}")))
             return exports.Export(done)
-        stages = [("merge", 3), ("convert", 1), ("quantize", len(quants))]
-        stages += ([] if target.is_base else [("lora", 1)]) + [("smoke test", len(quants))]
+        stages = [(STAGE_MERGE, 3), (STAGE_CONVERT, 1), (STAGE_QUANTIZE, len(quants))]
+        stages += ([] if target.is_base else [(STAGE_LORA, 1)]) + [(STAGE_SMOKE, len(quants))]
         for phase, total in stages:
             for step in range(total + 1):
                 sink(P.make(P.Progress(step=step, total=total, phase=phase, elapsed_s=0.5 * step,
@@ -246,7 +247,7 @@ def test_export_fills_the_stages_and_shows_the_smoke_results(qtbot, setup, make_
     click(qtbot, panel.export_button)
     qtbot.waitUntil(lambda: idle(panel) and "Export #" in panel.served.smoke.text(), timeout=WAIT_MS)
     assert stand_ins.calls == [("export", setup["pass"], ["q4_k_m"])]
-    totals = {"merge": 3, "convert": 1, "quantize": 1, "lora": 1, "smoke test": 1}
+    totals = {STAGE_MERGE: 3, STAGE_CONVERT: 1, STAGE_QUANTIZE: 1, STAGE_LORA: 1, STAGE_SMOKE: 1}
     for stage, bar in panel.stages.bars.items():
         assert bar.maximum() == totals[stage] and bar.value() == bar.maximum(), stage
         assert panel.stages.etas[stage].text().startswith("done in"), stage

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.core import protocol as P
+from app.core.base import protocol as P
 from app.ui.training import JobView, TrainingController, read_diagnosis
 from app.ui.training_panel import NO_GPU, TrainingPanel
 
@@ -203,7 +203,7 @@ def test_nonfinite_loss_is_a_gap_not_a_point(qtbot, panel):
 
 
 class _Follower:
-    """Replays a run's events file (a list here) from last_seq on, as app.core.client.Follower does."""
+    """Replays a run's events file (a list here) from last_seq on, as app.core.train.engine_client.Follower does."""
 
     def __init__(self, events: list, sink) -> None:
         self.events, self.sink, self.last_seq, self.connected = events, sink, 0, False

@@ -6,7 +6,7 @@ from pathlib import Path
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 
-from app.core.events import read_events
+from app.core.train.events import read_events
 from app.ui.training_panel import NO_GPU
 from tests.conftest import write_jsonl
 

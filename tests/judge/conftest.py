@@ -60,8 +60,8 @@ def build_heldout(store, agent_dir, build_fn, sessions: int = 24):  # noqa: F811
 
 
 def builder_for(store, model):
-    from app.core.datasets.registry import Registry
-    from app.core.datasets.runner import start_build
+    from app.core.datasets.catalog import Registry
+    from app.core.workers import start_build
 
     def run(**over):
         filters = Filters(**over.pop("filters", {}))

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from app.core.judge.evaluate import choose_set, evaluate, generations
-from app.core.judge.registry import JudgeError, Target, evals_of
+from app.core.judge.records import JudgeError, Target, evals_of
 from app.core.judge.report import EvalSettings
 from tests.conftest import write_jsonl
 from tests.tiny_model import chat_records

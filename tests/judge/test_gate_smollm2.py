@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from app.core.judge import promote as J
-from app.core.judge.registry import deployed
+from app.core.judge.records import deployed
 from app.core.judge.report import EvalSettings
-from app.core.spec import Hyper
+from app.core.train.spec import Hyper
 from tests.conftest import write_jsonl
 from tests.datasets.helpers import records
 from tests.judge.conftest import build_heldout, builder_for

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from app.core.judge import schemas
-from app.core.judge.nextaction import judge, validity
+from app.core.judge.nextaction import judge
 from app.core.judge.report import metrics_from
+from app.core.toolcalls import schemas
+from app.core.toolcalls.schemas import validity
 
 TOOLS = ["Read", "Edit", "Bash", "Grep"]
 TEACHER_CALLS = [{"name": "Read", "arguments": {"file_path": "a.py"}},

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main as cli
+from app.cli.main import main as cli
 from app.core.judge import promote as J
 from app.core.judge.lineage import lineage
-from app.core.judge.registry import deployed, evals_of, passing_verdict
+from app.core.judge.records import deployed, evals_of, passing_verdict
 from app.core.judge.report import EvalSettings
 from tests.conftest import fast_hyper
 from tests.datasets.helpers import records
@@ -46,9 +46,21 @@ def test_promote_lineage_refuse_and_roll_back(store, manager, heldout_dataset, a
     trained_on = {s["id"] for s in info["dataset"]["sessions"] if s["split"] == "train"}
     assert trained_on == {r["session_id"] for r in records(Path(ds.path), "train")} and len(trained_on) >= 10
     assert info["verdicts"][0]["verdict"] == "pass" and info["job"]["code_hash"]
-    assert cli(["lineage", f"#{judged.target.id}"]) == 0
+    ref = f"#{judged.target.id}"
+    assert cli(["lineage", ref]) == 0
     out = capsys.readouterr().out
-    assert ds.fingerprint in out and next(iter(trained_on)) in out and "DEPLOYED" in out
+    assert ds.fingerprint in out and "DEPLOYED" in out
+    # the text names the first sessions trained on, how many it leaves out and how to see them all
+    [line] = [text for text in out.splitlines() if "trained on): " in text]
+    head, _, tail = line.partition(" … ")
+    listed = head.partition("trained on): ")[2].split(", ")
+    assert f"({len(trained_on)} trained on)" in head and set(listed) <= trained_on
+    assert len(listed) == len(set(listed)) == min(len(trained_on), 12)
+    more = len(trained_on) - len(listed)
+    assert tail == (f"and {more} more (nightschool lineage '{ref}' --json lists them all)" if more else ""), line
+    assert cli(["lineage", ref, "--json"]) == 0  # every session, in any order
+    sessions = json.loads(capsys.readouterr().out)["dataset"]["sessions"]
+    assert {s["id"] for s in sessions if s["split"] == "train"} == trained_on
 
     # A cycle that learned nothing (a vanishing learning rate) is refused against the deployed model, with reasons.
     idle = train(manager, Path(ds.path) / "train.jsonl", agent_model, learning_rate=1e-9, max_steps=10)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from app.core.judge.registry import JudgeError, resolve
-from app.core.schema import CheckpointRow, EvalRow, Promotion, Run, VerdictRow
+from app.core.base.schema import CheckpointRow, EvalRow, Promotion, Run, VerdictRow
+from app.core.judge.records import JudgeError, resolve
 
 
 def a_run(store, manager, chat_file) -> int:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main as cli
-from app.core.judge.registry import deployed, resolve
-from app.core.schema import EvalRow, VerdictRow
-from app.core.ship import deploy as D, exports as X, server as S
+from app.cli.main import main as cli
+from app.core.base.schema import EvalRow, VerdictRow
+from app.core.judge.records import deployed, resolve
+from app.core.ship import deploy as D, exports as X, serving as S
 from app.core.ship.errors import ShipError
 from tests.conftest import fast_hyper, write_jsonl
 from tests.tiny_model import capital_chats

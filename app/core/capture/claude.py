@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.capture.model import Message, Part, Session
-from app.core.capture.reader import read_jsonl
+from app.core.datafiles.lines import read_jsonl
 
 SPAWN_TOOLS = {"Task", "Agent"}  # tool calls that start a sub-agent
 SYNTHETIC_MODEL = "<synthetic>"  # Claude Code's placeholder replies (API errors, interruptions)

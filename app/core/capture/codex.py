@@ -7,8 +7,9 @@ from collections import Counter
 from pathlib import Path, PurePath
 from typing import Any, Iterator
 
+from app.core.datafiles.lines import Record, read_jsonl
+
 from .model import Message, Part, Session
-from .reader import Record, read_jsonl
 
 # user-role messages the harness writes itself (not typed by the person)
 HARNESS_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions for", "<INSTRUCTIONS>")

@@ -5,8 +5,9 @@ import json
 from pathlib import Path, PurePath
 from typing import Any
 
+from app.core.datafiles.lines import ReadResult, Record, read_jsonl
+
 from .model import Message, Part, Session
-from .reader import ReadResult, Record, read_jsonl
 
 SYSTEM_TYPES = ("info", "error", "warning")
 ERROR_STATUSES = ("error", "cancelled")

@@ -4,10 +4,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from app.core.base.errors import Explained
+from app.core.base.files import atomic_write
 
 HOOK_EVENTS = ("Stop", "SessionEnd")
 HOOK_SUBCOMMAND = "capture hook"  # appended to the caller's command: `<command> capture hook`
@@ -19,7 +21,7 @@ BACKUP_SUFFIX = ".nightschool-backup"  # settings.json -> settings.json.nightsch
 MAX_HOOK_INPUT_BYTES = 4 * 1024**2  # hook stdin larger than this is not parsed
 
 
-class HooksError(RuntimeError):
+class HooksError(Explained, RuntimeError):
     """The settings file cannot be read, parsed or written; the message says what, why and what to do."""
 
 
@@ -239,7 +241,7 @@ def _save(path: Path, data: dict) -> Path | None:
     backup = _backup(path)
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     try:
-        _write_atomic(path, text)
+        atomic_write(path, text, mode=0o600, keep_mode=True)
     except OSError as exc:
         raise HooksError(f"Cannot write the Claude Code settings {path} ({exc}). The file was left as it was; "
                          "check the folder's permissions and free space, then try again.") from exc
@@ -257,23 +259,6 @@ def _backup(path: Path) -> Path | None:
         raise HooksError(f"Cannot back up the Claude Code settings {path} to {backup} ({exc}); nothing was changed. "
                          "Check the folder's permissions, then try again.") from exc
     return backup
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write text to a temp file beside path, then os.replace it over path (keeping path's mode)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # --- hook stdin ---------------------------------------------------------------------------------------------------

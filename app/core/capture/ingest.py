@@ -16,6 +16,8 @@ from typing import Callable
 
 from sqlalchemy import delete, insert, select
 
+from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
+from app.core.base.store import Store
 from app.core.capture import rows as R
 from app.core.capture.claude import first_session_id, parse_claude_with_subagents
 from app.core.capture.codex import parse_codex
@@ -24,8 +26,6 @@ from app.core.capture.gemini import parse_gemini
 from app.core.capture.model import Session
 from app.core.capture.scrub import Scrubber
 from app.core.capture.sources import CaptureConfig
-from app.core.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
-from app.core.store import Store
 
 IDLE_FINAL_S = 120.0  # a file unchanged this long is finished: a last line without newline is taken
 MAX_EXCERPT = 64 * 1024  # quarantined line text kept (scrubbed)

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
 
+from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow
+from app.core.base.store import Store
 from app.core.capture.model import Part
 from app.core.capture.rows import parts_of
-from app.core.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow
-from app.core.store import Store
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Behavioural signals of a session (REFERENCE.md A.1): tool sequence, reasoning, constraints, pruning,
+"""Behavioural signals of a session (what the behavioural reward scores): tool sequence, reasoning, constraints, pruning,
 self-corrections, exploration depth, errors and recoveries, and an outcome guess."""
 from __future__ import annotations
 

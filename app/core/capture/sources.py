@@ -8,7 +8,8 @@ from pathlib import Path, PurePath
 
 from pydantic import BaseModel, Field, ValidationError
 
-from app.core import paths
+from app.core.base import paths
+from app.core.base.files import atomic_write
 
 AGENTS = ("claude-code", "codex", "gemini")
 CONFIG_FILE = "capture.json"
@@ -46,10 +47,7 @@ class CaptureConfig(BaseModel):
 
     def save(self, path: Path | None = None) -> Path:
         path = path or paths.data_dir() / CONFIG_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(self.model_dump_json(indent=2), encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        return atomic_write(path, self.model_dump_json(indent=2))
 
     def keeps(self, project: str | None, cwd: str | None) -> bool:
         """False when a rule keeps this project out: exclude wins; with include rules, only matches are kept."""

@@ -12,15 +12,15 @@ from typing import Any, Callable, Protocol
 
 from sqlalchemy import select
 
+from app.core.base.schema import AgentSession, MessageRow
+from app.core.base.store import Store
 from app.core.capture.scrub import Scrubber
-from app.core.datasets.errors import BuildError  # noqa: F401 - raised here, imported from here by callers
 from app.core.datasets import checks, dedup, filters, manifest as M, windows
+from app.core.datasets.catalog import Registry, default_name
 from app.core.datasets.config import BuildConfig
 from app.core.datasets.convert import Conversation, conversation
-from app.core.datasets.registry import Registry, default_name
+from app.core.datasets.errors import BuildError  # noqa: F401 - raised here, imported from here by callers
 from app.core.datasets.splits import SPLITS, split_of
-from app.core.schema import AgentSession, MessageRow
-from app.core.store import Store
 
 Progress = Callable[[str, int, int], None]  # (phase, step, total)
 

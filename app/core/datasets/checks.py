@@ -1,4 +1,4 @@
-"""STANDARD content checks on a built example (REFERENCE.md A.2): the spec (deny by default), empty turns, answer
+"""STANDARD content checks on a built example: the spec (deny by default), empty turns, answer
 leakage (a target inside the prompt), and a second secret scan. DEEP checks (template round-trip) are the engine's."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from app.core.capture.dataset_specs import SPECS, record_problem
 from app.core.capture.scrub import Scrubber
+from app.core.datafiles.formats import SPECS, record_problem
 
 LEAK_MIN_CHARS = 40  # shorter answers ("Done.", "Yes") appear in prompts by chance
 _THINK = re.compile(r"<think>.*?</think>\s*", re.S)

@@ -1,9 +1,13 @@
 """What a dataset build is asked to do: the base model, filters, windows, splits, replay (pydantic, saved in the manifest)."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
+
+# The defaults below are the only ones: the CLI's options and the GUI form's initial values read them from here.
+Mode = Literal["auto", "full", "incremental"]
+MODES: tuple[str, ...] = get_args(Mode)
 
 
 class Filters(BaseModel):
@@ -26,7 +30,7 @@ class BuildConfig(BaseModel):
 
     name: str | None = None
     base_model: str = "default"
-    mode: Literal["auto", "full", "incremental"] = "auto"  # auto: incremental when an earlier dataset exists
+    mode: Mode = "auto"  # auto: incremental when an earlier dataset exists
     max_length: int = Field(2048, ge=64)
     val_share: float = Field(0.1, ge=0.0, lt=0.5)
     test_share: float = Field(0.1, ge=0.0, lt=0.5)

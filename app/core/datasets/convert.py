@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.capture.rows import parts_of
+from app.core.toolcalls.convention import TOOL_CONVENTION
 
 SYSTEM_PREAMBLE = ("You are a coding agent working in a software project. Work step by step: look before you change "
                    "anything, call one tool at a time, read its result, and recover from errors.")
-TOOL_CONVENTION = ('Call a tool by writing <tool_call>{"name": "...", "arguments": {...}}</tool_call>; its result '
-                   "comes back as a tool message.")
 SUMMARY_PREFIX = "[Summary of the earlier part of this session]\n"
 
 

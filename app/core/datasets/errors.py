@@ -1,8 +1,8 @@
 """A dataset build that cannot go on: what, why, what to do (kept light: workers import it before any heavy work)."""
 from __future__ import annotations
 
+from app.core.base.errors import Explained
 
-class BuildError(Exception):
-    def __init__(self, message: str, why: str = "", fix: str = "") -> None:
-        super().__init__(message)
-        self.message, self.why, self.fix = message, why, fix
+
+class BuildError(Explained):
+    """What stopped the build, why, and what to do."""

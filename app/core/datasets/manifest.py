@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app.core.fingerprint import sha256_file
+from app.core.base.files import atomic_write
+from app.core.base.fingerprint import sha256_file
 
 MANIFEST = "manifest.json"
 REPORT = "report.json"
@@ -83,9 +83,7 @@ def write(folder: Path, manifest: Manifest) -> str:
     """Hash the folder's files into the manifest and write it atomically; return the manifest's sha256."""
     manifest.files = {p.name: sha256_file(p) for p in sorted(folder.iterdir())
                       if p.is_file() and p.name != MANIFEST and not p.name.endswith(".tmp")}
-    tmp = folder / (MANIFEST + ".tmp")
-    tmp.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
-    os.replace(tmp, folder / MANIFEST)
+    atomic_write(folder / MANIFEST, manifest.model_dump_json(indent=2))
     return sha256_file(folder / MANIFEST)
 
 

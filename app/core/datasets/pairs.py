@@ -1,7 +1,7 @@
 """Preference pairs (DPO / ORPO / KTO): for a teacher context from an SFT dataset's train split, the student's next
 action (chosen = the teacher's recorded action, rejected = the student's) plus the user's dropped preference_v1
 files. A context where the student already agrees with the teacher is not a pair. Pure Python: generation is the
-engine's (`engine.pairs`), behind the `Student` protocol (a llama.cpp student can stand in later).
+engine's (`engine.mine_pairs`), behind the `Student` protocol (a llama.cpp student can stand in later).
 
 Record (preference_v1, conversational), the same fields in every record: {"id", "source": "student" | "dropped",
 "session_id", "example_id" (the source SFT example), "turn" (the teacher message's index in it; null for dropped),
@@ -23,16 +23,17 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from app.core.capture.dataset_specs import SPECS, record_problem
+from app.core.base.fingerprint import sha256_dir, sha256_file
+from app.core.base.schema import BuiltDataset, DatasetFile
+from app.core.base.store import Store
 from app.core.capture.scrub import Scrubber
+from app.core.datafiles.formats import SPECS, record_problem
 from app.core.datasets import checks, manifest as M
-from app.core.datasets.agreement import agrees, as_text, parse_student
 from app.core.datasets.builder import BuildError
-from app.core.datasets.registry import Registry, default_name
+from app.core.datasets.catalog import Registry, default_name
 from app.core.datasets.windows import header_length
-from app.core.fingerprint import sha256_dir, sha256_file
-from app.core.schema import BuiltDataset, DatasetFile
-from app.core.store import Store
+from app.core.toolcalls.agreement import exact_agreement
+from app.core.toolcalls.convention import as_text, parse_student
 
 SPEC_ID = "preference_v1"
 Progress = Callable[[str, int, int], None]  # (phase, step, total)
@@ -291,7 +292,7 @@ def build(p: Plan, student: Student, out: Path, progress: Progress = _quiet, log
         counts["student output scrubbed"] += int(scrubber.report.total > before)
         counts["truncated"] += int(not finished)
         outcome = {"key": ctx.key, "session_id": ctx.session_id, "example_id": ctx.example_id, "turn": ctx.turn}
-        if agrees(ctx.teacher, answer):
+        if exact_agreement(ctx.teacher, answer):
             counts["agreed"] += 1
             outcome["result"] = "agreed"
         else:

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from app.core.capture.datasets import check_dataset
 from app.core.capture.scrub import Scrubber
+from app.core.datafiles.dropped import check_dataset
 from app.core.datasets import checks, manifest as M
 from app.core.datasets.splits import SPLITS
 

@@ -10,11 +10,10 @@ from typing import Iterator
 
 from pydantic import BaseModel
 
-from app.core.datasets.agreement import as_text
 from app.core.datasets.pairs import Context, teacher_contexts
-from app.core.judge import schemas
 from app.core.judge.report import EvalSettings
-from app.core.rewards_context import message_calls
+from app.core.toolcalls import schemas
+from app.core.toolcalls.convention import as_text, message_calls
 
 
 class EvalConfig(BaseModel):
@@ -31,7 +30,7 @@ class EvalConfig(BaseModel):
     settings: EvalSettings = EvalSettings()
 
     @property
-    def max_new_tokens(self) -> int:  # engine.pairs.load_student reads it
+    def max_new_tokens(self) -> int:  # engine.mine_pairs.load_student reads it
         return self.settings.max_new_tokens
 
     def settings_sha256(self) -> str:

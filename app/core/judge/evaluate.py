@@ -10,15 +10,15 @@ from typing import Callable
 
 from sqlalchemy import select
 
-from app.core import paths, protocol as P
-from app.core.datasets.registry import Registry
-from app.core.datasets.runner import WorkerRun
-from app.core.fingerprint import sha256_file
+from app.core.base import paths, protocol as P
+from app.core.base.fingerprint import sha256_file
+from app.core.base.schema import BuiltDataset, EvalRow
+from app.core.base.store import Store
+from app.core.datasets.catalog import Registry
 from app.core.judge.evalset import EvalConfig, EvalSet
-from app.core.judge.registry import JudgeError, Target, cached_eval
+from app.core.judge.records import JudgeError, Target, cached_eval
 from app.core.judge.report import EvalReport, EvalSettings
-from app.core.schema import BuiltDataset, EvalRow
-from app.core.store import Store
+from app.core.workers import WorkerRun
 
 Sink = Callable[[P.Envelope], None]
 

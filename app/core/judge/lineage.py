@@ -7,10 +7,10 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from app.core.datasets.registry import Registry
-from app.core.judge.registry import Target, evals_of, history, resolve, verdicts_of
-from app.core.schema import BuiltDataset, CheckpointRow, Run
-from app.core.store import Store
+from app.core.base.schema import BuiltDataset, CheckpointRow, Run
+from app.core.base.store import Store
+from app.core.datasets.catalog import Registry
+from app.core.judge.records import Target, evals_of, history, resolve, verdicts_of
 
 
 def _dataset(store: Store, target: Target) -> BuiltDataset | None:

@@ -8,22 +8,15 @@ tool, the student only wrote text), `unexpected_call` (teacher answered, the stu
 (teacher answered, the student's text ran into the token limit or was empty)."""
 from __future__ import annotations
 
-import json
-import re
-import shlex
 from dataclasses import dataclass, field
-from difflib import SequenceMatcher
 
-from app.core.datasets.agreement import parse_student
-from app.core.judge import schemas
-from app.core.rewards_context import (SHELL_TOOLS, WRITE_WORDS, call_path, message_calls, name_words,
-                                      shell_command)
+from app.core.toolcalls import schemas
+from app.core.toolcalls.agreement import close_arguments
+from app.core.toolcalls.convention import message_calls, parse_student
+from app.core.toolcalls.schemas import validity
 
 OUTCOMES = ("agree", "other_args", "invalid_args", "other_tool", "invalid_call", "no_call", "unexpected_call",
             "rambling")
-COMMAND_RATIO = 0.8  # shell commands this similar (difflib ratio) are close even with another program
-_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
-_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=\S*$")
 
 
 @dataclass
@@ -39,67 +32,6 @@ class Judged:
     @property
     def agree(self) -> bool:
         return self.outcome == "agree"
-
-
-def _blocks(text: str) -> tuple[list[str], int]:
-    """Closed block bodies, and how many blocks were attempted (an unclosed or stray tag counts as one)."""
-    bodies = _BLOCK.findall(text)
-    return bodies, max(len(bodies), text.count("<tool_call>"), text.count("</tool_call>"))
-
-
-def block_problems(body: str, tools: set[str], tool_schemas: dict[str, dict]) -> list[str]:
-    """Why one `<tool_call>` body is not a valid call: JSON, a name that exists, arguments matching the schema."""
-    try:
-        obj = json.loads(body)
-    except json.JSONDecodeError as exc:
-        return [f"not JSON ({exc.msg})"]
-    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"].strip():
-        return ["no tool name"]
-    name = obj["name"].strip()
-    if tools and name not in tools:
-        return [f"no tool named {name!r}"]
-    args = obj.get("arguments", obj.get("parameters", {}))
-    if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
-            return ["the arguments are not JSON"]
-    return schemas.problems(args, tool_schemas.get(name))
-
-
-def validity(text: str, tools: set[str], tool_schemas: dict[str, dict]) -> tuple[int, int, list[str]]:
-    """(blocks attempted, blocks valid, the first problems) of a generated answer."""
-    bodies, attempted = _blocks(text)
-    why, valid = [], 0
-    for body in bodies:
-        found = block_problems(body.strip(), tools, tool_schemas)
-        valid += not found
-        why += found
-    if attempted > len(bodies):
-        why.append("an unclosed <tool_call> tag")
-    return attempted, valid, why[:3]
-
-
-def _program(command: str) -> str:
-    """The program a shell command runs: env assignments and a leading `cd DIR &&` skipped."""
-    command = re.sub(r"^\s*cd\s+\S+\s*&&\s*", "", command)
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    words = [w for w in words if not _ENV.match(w)]
-    return words[0].rsplit("/", 1)[-1] if words else ""
-
-
-def close_arguments(name: str, teacher: dict, student: dict) -> bool:
-    """Edits: the same file. Shell commands: the same program, or a difflib ratio >= COMMAND_RATIO. Other tools
-    (reads, searches): the name is enough."""
-    if name.lower() in SHELL_TOOLS:
-        a, b = shell_command(teacher.get("arguments") or {}), shell_command(student.get("arguments") or {})
-        return _program(a) == _program(b) != "" or SequenceMatcher(None, a, b).ratio() >= COMMAND_RATIO
-    if any(w in WRITE_WORDS for w in name_words(name)):
-        return call_path(teacher) == call_path(student)
-    return True
 
 
 def judge(teacher: dict, text: str, tools: list[str] | set[str] = (), tool_schemas: dict[str, dict] | None = None,

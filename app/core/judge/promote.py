@@ -4,17 +4,17 @@ held-out set, judged, and the verdict recorded; only a pass moves the deployed p
 from __future__ import annotations
 
 import json
-import os
 import threading
 from dataclasses import dataclass
 
-from app.core import paths
+from app.core.base import paths
+from app.core.base.files import atomic_write
+from app.core.base.schema import EvalRow, Promotion, VerdictRow
+from app.core.base.store import Store
 from app.core.judge import gate as G
 from app.core.judge.evaluate import Sink, choose_set, evaluate
-from app.core.judge.registry import JudgeError, Target, deployed, resolve, thresholds
+from app.core.judge.records import JudgeError, Target, deployed, resolve, thresholds
 from app.core.judge.report import EvalReport, EvalSettings, composite
-from app.core.schema import EvalRow, Promotion, VerdictRow
-from app.core.store import Store
 
 
 @dataclass
@@ -93,9 +93,7 @@ def _write_pointer(base_model: str, target: Target | None, promotion: Promotion)
         data = {}
     data[base_model] = {"checkpoint_id": target.id if target else None, "adapter": target.adapter if target else None,
                         "promotion_id": promotion.id, "action": promotion.action}
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=1))
 
 
 def insert(store: Store, base_model: str, target: Target | None, verdict_id: int | None, action: str,

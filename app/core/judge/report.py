@@ -10,6 +10,8 @@ from typing import Iterable
 
 from pydantic import BaseModel, Field
 
+from app.core.base.files import atomic_write
+
 REPORT = "report.json"
 # metric -> (words, better direction); the gate and the comparison table read this
 METRICS: dict[str, tuple[str, str]] = {
@@ -67,10 +69,7 @@ class EvalReport(BaseModel):
 
     def write(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / (REPORT + ".tmp")
-        tmp.write_text(self.model_dump_json(indent=1), encoding="utf-8")
-        tmp.replace(folder / REPORT)
-        return folder / REPORT
+        return atomic_write(folder / REPORT, self.model_dump_json(indent=1))
 
     @classmethod
     def read(cls, path: Path) -> EvalReport:

@@ -14,6 +14,15 @@ QUANTS = {
 }
 DEFAULT_QUANT = "q4_k_m"
 
+# The export worker's stages, in order: the phase its progress events carry, shown as is by the GUI (one bar each,
+# labelled with the name) and the CLI (one progress bar each).
+STAGE_MERGE = "merge"  # the adapter merged into its base, saved as safetensors with the shipping template
+STAGE_CONVERT = "convert"  # llama.cpp's converter: safetensors → f16 GGUF
+STAGE_QUANTIZE = "quantize"  # llama.cpp's quantizer, once per quantization asked for
+STAGE_LORA = "lora"  # the adapter alone as a LoRA GGUF (only with an adapter)
+STAGE_SMOKE = "smoke test"  # every file loads, answers and stops
+EXPORT_STAGES: tuple[str, ...] = (STAGE_MERGE, STAGE_CONVERT, STAGE_QUANTIZE, STAGE_LORA, STAGE_SMOKE)
+
 
 class ExportConfig(BaseModel):
     """One checkpoint (or the base model) to GGUF: merged model in the chosen quantizations, optionally a LoRA GGUF."""

@@ -11,15 +11,15 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from app.core.fingerprint import sha256_file
+from app.core.base.fingerprint import sha256_file
+from app.core.base.schema import Deployment
+from app.core.base.store import Store
 from app.core.judge import promote as judge_promote
-from app.core.judge.registry import Target, deployed, passing_verdict, resolve, verdicts_of
-from app.core.schema import Deployment
-from app.core.ship import server
+from app.core.judge.records import Target, deployed, passing_verdict, resolve, verdicts_of
+from app.core.ship import serving as server
 from app.core.ship.config import DEFAULT_QUANT
 from app.core.ship.errors import ShipError
 from app.core.ship.exports import Export, Sink, export, get
-from app.core.store import Store
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The refusal a shipping step raises: what happened, why, and the fix (an Explained)."""
 from __future__ import annotations
 
-from app.core.errors import Explained
+from app.core.base.errors import Explained
 
 
 class ShipError(Explained):

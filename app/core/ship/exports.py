@@ -12,13 +12,13 @@ from typing import Callable
 
 from sqlalchemy import select
 
-from app.core import paths, protocol as P
-from app.core.datasets.runner import WorkerRun
-from app.core.judge.registry import Target, resolve
-from app.core.schema import ExportRow
+from app.core.base import paths, protocol as P
+from app.core.base.schema import ExportRow
+from app.core.base.store import Store
+from app.core.judge.records import Target, resolve
 from app.core.ship.config import QUANTS, ExportConfig
 from app.core.ship.errors import ShipError
-from app.core.store import Store
+from app.core.workers import WorkerRun
 
 Sink = Callable[[P.Envelope], None]
 

@@ -7,6 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
+from app.core.base import files
 from app.core.ship.errors import ShipError
 
 PUBLISHER = "nightschool"
@@ -121,7 +122,7 @@ def export(gguf: Path, name: str, root: Path | None = None, quant: str | None = 
             if same_fs:
                 _check_space(gguf, dest)
             shutil.copyfile(gguf, tmp)
-        os.replace(tmp, dest)
+        files.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
     return dest

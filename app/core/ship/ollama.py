@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -15,6 +14,7 @@ from pathlib import Path
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from app.core.base.files import atomic_write
 from app.core.ship.errors import ShipError
 from app.core.ship.template import export_template, stop_strings
 
@@ -249,10 +249,7 @@ def write(folder: Path, gguf: Path, template: str, eos_token: str, bos_token: st
     header = f"# Nightschool model {name}. Register it with: ollama create {name} -f Modelfile\n"
     text = header + modelfile(source, template, eos_token, bos_token, parameters)
     folder.mkdir(parents=True, exist_ok=True)
-    path, tmp = folder / "Modelfile", folder / f".Modelfile.{os.getpid()}.tmp"
-    tmp.write_text(text, encoding="utf-8", newline="\n")
-    os.replace(tmp, path)
-    return path
+    return atomic_write(folder / "Modelfile", text)
 
 
 @dataclass

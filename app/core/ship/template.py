@@ -1,6 +1,6 @@
 """The chat template a shipped model carries: the base model's own template, preceded (when that template has no tool
 support) by a prelude that writes OpenAI `tool_calls` into the text exactly as training did
-(`app.core.datasets.agreement.as_text`: `<tool_call>{"name": …, "arguments": …}</tool_call>`, one per line after the
+(`app.core.toolcalls.as_text`: `<tool_call>{"name": …, "arguments": …}</tool_call>`, one per line after the
 content). Embedded in the GGUF, written into the Ollama Modelfile's source, checked against the training renderer."""
 from __future__ import annotations
 

@@ -7,12 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.capture.datasets import (
-    SPECS,
-    DatasetCheck,
-    check_dataset,
-    looks_like_dataset,
-)
+from app.core.datafiles.dropped import SPECS, DatasetCheck, check_dataset, looks_like_dataset
 
 
 def write(path: Path, data: str | bytes) -> Path:
@@ -241,7 +236,7 @@ def test_missing_file_is_refused(tmp_path):
 
 
 def test_overlong_line_is_a_problem_not_a_crash(tmp_path, monkeypatch):
-    monkeypatch.setattr("app.core.capture.datasets.MAX_LINE_BYTES", 80)
+    monkeypatch.setattr("app.core.datafiles.dropped.MAX_LINE_BYTES", 80)
     long = {"instruction": "x" * 200, "output": "y"}
     path = write(tmp_path / "long.jsonl", jsonl(ALPACA, long, ALPACA).rstrip("\n"))
     check = check_dataset(path)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
+from app.core.base.store import Store
 from app.core.capture.ingest import Ingestor
 from app.core.capture.scrub import Scrubber
 from app.core.capture.sources import CaptureConfig
-from app.core.store import Store
 from tests.core.capture.helpers import assistant, call, result, text, user
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20))

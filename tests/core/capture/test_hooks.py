@@ -9,8 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from app.core.capture.hooks import (BACKUP_SUFFIX, HOOK_EVENTS, HooksError, install, is_ours, read_hook_input,
-                                    settings_path, status, uninstall)
+from app.core.capture.hooks import (
+    BACKUP_SUFFIX,
+    HOOK_EVENTS,
+    HooksError,
+    install,
+    is_ours,
+    read_hook_input,
+    settings_path,
+    status,
+    uninstall,
+)
 
 CMD = "/opt/venv/bin/nightschool"
 USER_SETTINGS = {
@@ -118,7 +127,7 @@ def test_install_collapses_duplicate_entries_of_ours(tmp_path):
 def test_install_refuses_a_command_it_could_not_recognise_again(tmp_path):
     path = tmp_path / "settings.json"
     with pytest.raises(HooksError, match="nightschool"):
-        install("/usr/bin/python -m app.cli", path)
+        install("/usr/bin/python -m app.cli.main", path)
     with pytest.raises(HooksError):
         install("", path)
     assert not path.exists()

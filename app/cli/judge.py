@@ -1,0 +1,248 @@
+"""`nightschool eval | compare | promote | rollback | lineage | checkpoints`: judging checkpoints from the terminal
+(rollback also switches the served model back when something was deployed)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tqdm import tqdm
+
+from app.core.base import protocol as P
+
+
+def _store():
+    from app.core.base.store import Store
+
+    return Store()
+
+
+class Progress:
+    """Evaluation progress as a tqdm bar per phase (loss, generate) and the worker's log lines."""
+
+    def __init__(self) -> None:
+        self.bar: tqdm | None = None
+        self.phase = ""
+
+    def __call__(self, env: P.Envelope) -> None:
+        if env.type == "progress":
+            if env.body.phase != self.phase or self.bar is None:
+                self.close()
+                self.phase = env.body.phase
+                self.bar = tqdm(total=env.body.total, desc=env.body.phase, unit="item", file=sys.stderr,
+                                dynamic_ncols=True)
+            self.bar.n = env.body.step
+            self.bar.refresh()
+        elif env.type == "log":
+            (self.bar.write if self.bar else print)(f"  {env.body.message}", file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _fmt(value) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def metric_table(rows: list[tuple[str, dict]]) -> str:
+    """Metrics as rows, models as columns; after the first column each value carries its delta."""
+    from app.core.judge.report import METRICS
+
+    width = max(18, *(len(label) + 2 for label, _ in rows))
+    lines = [f"{'':24}" + "".join(f"{label:>{width}}" for label, _ in rows)]
+    for metric, (words, _better) in METRICS.items():
+        ref = rows[0][1].get(metric)
+        cells = []
+        for i, (_label, m) in enumerate(rows):
+            value = m.get(metric)
+            delta = f" ({value - ref:+.3f})" if i and value is not None and ref is not None else ""
+            cells.append(f"{_fmt(value) + delta:>{width}}")
+        lines.append(f"{words:24}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def _settings(args):
+    from app.core.judge.report import EvalSettings
+
+    return EvalSettings(max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens)
+
+
+def _run(fn) -> int:
+    from app.core.base.errors import Explained
+
+    try:
+        return fn()
+    except Explained as exc:  # a judge or ship refusal: what, why, what to do
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_eval(args) -> int:
+    def go() -> int:
+        from app.core.judge.evaluate import choose_set, evaluate
+        from app.core.judge.records import resolve
+
+        store, view = _store(), Progress()
+        target = resolve(store, args.checkpoint, args.model)
+        evset = choose_set(store, target, args.dataset, args.data)
+        row, report = evaluate(store, target, evset, _settings(args), view, force=args.force)
+        view.close()
+        print(f"{target.label} on {report.eval_set}: {report.contexts} next actions, {report.examples} examples "
+              f"({report.tokens} assistant tokens)")
+        print(metric_table([(target.label, report.metrics)]))
+        print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(report.outcomes.items())))
+        print(f"report: {row.report_path}")
+        return 0
+    return _run(go)
+
+
+def cmd_compare(args) -> int:
+    def go() -> int:
+        from app.core.judge.promote import compare
+
+        view = Progress()
+        found = compare(_store(), args.checkpoints, args.dataset, args.data, _settings(args), view)
+        view.close()
+        shown = sorted(found, key=lambda c: -1 if c.target.is_base else c.target.id)  # base first, then by id
+        print(f"held-out set: {found[0].report.eval_set} ({found[0].report.contexts} next actions)")
+        print(metric_table([(c.target.label, c.report.metrics) for c in shown]))
+        print("\nranking by composite score:")
+        for i, c in enumerate(found, 1):
+            print(f"  {i}. {c.target.label:32} {c.score:.4f}")
+        return 0
+    return _run(go)
+
+
+def cmd_promote(args) -> int:
+    def go() -> int:
+        from app.core.judge.promote import promote
+
+        view = Progress()
+        judgement, promotion = promote(_store(), args.checkpoint, args.dataset, args.data, _settings(args), view)
+        view.close()
+        v = judgement.verdict
+        print(f"verdict on {judgement.target.label}: {v.verdict.upper()}")
+        for reason in v.reasons:
+            print(f"  - {reason}")
+        if promotion is None:
+            print("not promoted: the deployed model stays as it is", file=sys.stderr)
+            return 1
+        print(f"promoted: {judgement.target.label} is now the deployed model of {judgement.target.base_model} "
+              "(undo: nightschool rollback)")
+        return 0
+    return _run(go)
+
+
+def cmd_rollback(args) -> int:
+    def go() -> int:
+        from app.core.judge.promote import rollback
+        from app.core.judge.records import JudgeError, history
+        from app.core.ship import deploy as D
+
+        store = _store()
+        if args.model is None and D.current(store) is not None:  # the served model: switch back, then record
+            done = D.rollback(store)
+            where = f" (serving at {done.state['url']})" if done.state else " (the server is stopped)"
+            print(f"rolled back: {done.row.note}{where}")
+            return 0
+        model = args.model or next((p.base_model for p in history(store)), None)
+        if model is None:
+            raise JudgeError("nothing has been promoted yet, so there is nothing to roll back")
+        row = rollback(store, model)
+        print(f"rolled back: {row.note}")
+        return 0
+    return _run(go)
+
+
+def cmd_lineage(args) -> int:
+    def go() -> int:
+        from app.core.judge.lineage import lineage
+
+        data = lineage(_store(), args.checkpoint)
+        if args.json:
+            print(json.dumps(data, indent=1))
+            return 0
+        _print_lineage(data)
+        return 0
+    return _run(go)
+
+
+SHOWN_SESSIONS = 12  # session ids `lineage` prints; --json lists them all
+
+
+def _print_lineage(d: dict) -> None:
+    if d["checkpoint"] is None:
+        print(f"the base model {d['base_model']}: no lineage")
+        return
+    ck, job, ds = d["checkpoint"], d["job"], d["dataset"]
+    print(f"checkpoint {ck['label']}  ({ck['kind']}, step {ck['step']}){'  DEPLOYED' if d['deployed'] else ''}")
+    print(f"  path {ck['path']}\n  sha256 {ck['sha256']}")
+    print(f"run {d['run']['id']} ({d['run']['state']}), job {job['id']}: {job['recipe']} on {job['base_model']}")
+    print(f"  config {job['config_fingerprint'][:16]}  code {job['code_hash'][:16]}")
+    print(f"dataset {ds.get('name', ds['file'])}  fingerprint {ds['fingerprint']}")
+    if ds.get("sessions"):
+        train = [s["id"] for s in ds["sessions"] if s["split"] == "train"]
+        more = len(train) - SHOWN_SESSIONS
+        print(f"  {len(ds['sessions'])} sessions ({len(train)} trained on): {', '.join(train[:SHOWN_SESSIONS])}"
+              + (f" … and {more} more (nightschool lineage '#{ck['id']}' --json lists them all)" if more > 0 else ""))
+    if d["parent"]:
+        p = d["parent"]
+        print(f"parent {('#' + str(p['checkpoint_id'])) if p['checkpoint_id'] else p['adapter']}"
+              + (f" (job {p['job']})" if p["job"] else ""))
+    for e in d["evals"]:
+        m = e["metrics"]
+        print(f"eval {e['id']} on {e['eval_set']}: loss {_fmt(m.get('loss'))}, agreement {_fmt(m.get('agreement'))}, "
+              f"validity {_fmt(m.get('validity'))}")
+    for v in d["verdicts"]:
+        print(f"verdict {v['id']}: {v['verdict']} — " + "; ".join(v["reasons"][:3]))
+
+
+def cmd_checkpoints(_args) -> int:
+    from app.core.judge.records import all_checkpoints, deployed, passing_verdict
+
+    store = _store()
+    found = all_checkpoints(store)
+    if not found:
+        print("no checkpoints yet: train one (nightschool train FILE)")
+        return 0
+    for t in found:
+        dep = deployed(store, t.base_model)
+        flags = ("deployable " if passing_verdict(store, t.id) else "") + (
+            "DEPLOYED" if dep and dep.checkpoint_id == t.id else "")
+        print(f"#{t.id:<5} {t.job.id:24} {t.checkpoint.kind:10} step {t.checkpoint.step:<6} {flags}")
+    return 0
+
+
+def _eval_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", help="a built dataset whose test split is the held-out set")
+    p.add_argument("--data", help="a chat JSONL file to use as the held-out set")
+    p.add_argument("--max-contexts", type=int, default=48, help="held-out next actions to generate (default 48)")
+    p.add_argument("--max-new-tokens", type=int, default=160)
+
+
+def register(sub) -> None:
+    ev = sub.add_parser("eval", help="evaluate a checkpoint (or 'base') on held-out agent work")
+    ev.add_argument("checkpoint", help="'#ID' (see `nightschool checkpoints`), a job id, a folder, or 'base'")
+    ev.add_argument("--model", help="with 'base': which base model (default: the embedded one)")
+    ev.add_argument("--force", action="store_true", help="evaluate again even if a cached evaluation exists")
+    _eval_args(ev)
+    ev.set_defaults(func=cmd_eval)
+    cmp = sub.add_parser("compare", help="evaluate two or more checkpoints on one held-out set, side by side")
+    cmp.add_argument("checkpoints", nargs="+")
+    _eval_args(cmp)
+    cmp.set_defaults(func=cmd_compare)
+    pr = sub.add_parser("promote", help="deploy a checkpoint if it passes the gate against the base and deployed")
+    pr.add_argument("checkpoint")
+    _eval_args(pr)
+    pr.set_defaults(func=cmd_promote)
+    rb = sub.add_parser("rollback", help="serve (and deploy) again what the last deployment or promotion replaced")
+    rb.add_argument("--model", help="the base model (default: the one promoted last)")
+    rb.set_defaults(func=cmd_rollback)
+    ln = sub.add_parser("lineage", help="where a checkpoint comes from: dataset, sessions, parent, config, verdicts")
+    ln.add_argument("checkpoint")
+    ln.add_argument("--json", action="store_true")
+    ln.set_defaults(func=cmd_lineage)
+    sub.add_parser("checkpoints", help="registered checkpoints, deployable and deployed").set_defaults(
+        func=cmd_checkpoints)

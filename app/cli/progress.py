@@ -1,0 +1,72 @@
+"""Terminal view of a job: a tqdm progress bar with loss and ETA, state changes and errors as lines."""
+from __future__ import annotations
+
+import sys
+
+from tqdm import tqdm
+
+from app.core.base import protocol as P
+
+
+class TerminalView:
+    """Consumes protocol events and draws them in the terminal."""
+
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+        self.bar: tqdm | None = None
+        self.loss: float | None = None
+        self.errors: list[P.Error] = []
+        self.result: P.Result | None = None
+
+    def _bar(self, total: int) -> tqdm:
+        if self.bar is None or self.bar.total != total:
+            if self.bar is not None:
+                self.bar.close()
+            self.bar = tqdm(total=total, unit="step", dynamic_ncols=True, file=sys.stdout, desc="train")
+        return self.bar
+
+    def on_event(self, env: P.Envelope) -> None:
+        body = env.body
+        if env.type == "progress" and body.phase == "train":
+            bar = self._bar(body.total)
+            bar.n = body.step
+            bar.refresh()
+        elif env.type == "metrics" and body.loss is not None:
+            self.loss = body.loss
+            if self.bar is not None:
+                self.bar.set_postfix(loss=f"{body.loss:.4f}", ram=f"{(body.ram_mb or 0):.0f}MB")
+        elif env.type == "state":
+            self._line(f"[{body.state}] {body.detail}")
+        elif env.type == "log":
+            self._line(f"  {body.message}")
+        elif env.type == "alert":
+            self._line(f"  ALERT {body.kind}: {body.message}")
+        elif env.type == "checkpoint":
+            self._line(f"  checkpoint at step {body.step} ({body.reason})")
+        elif env.type == "error":
+            self.errors.append(body)
+        elif env.type == "result":
+            self.result = body
+
+    def _line(self, text: str) -> None:
+        (self.bar.write if self.bar is not None else print)(text)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def report(self, job) -> int:
+        """Print how the job ended; exit code 0 unless it failed."""
+        if job.state == "failed":
+            print(f"job {job.id} failed: {job.error}", file=sys.stderr)
+            return 1
+        loss = f", last loss {self.loss:.4f}" if self.loss is not None else ""
+        print(f"job {job.id} {job.state}{loss}.")
+        if self.result is not None:
+            m = self.result.metrics
+            first, last = m.get("first_loss"), m.get("last_loss")
+            if first is not None and last is not None:
+                print(f"loss {first:.4f} -> {last:.4f} over {m.get('steps')} steps")
+            print(f"LoRA adapter: {self.result.adapter_path}")
+        return 0

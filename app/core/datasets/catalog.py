@@ -1,0 +1,138 @@
+"""Built datasets in the store: earlier datasets of a base model, sessions they used, the frozen held-out set, and
+registration of a finished build (fail-closed: a folder that does not match its manifest is refused)."""
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import select
+
+from app.core.base import paths
+from app.core.base.errors import Explained
+from app.core.base.fingerprint import sha256_file
+from app.core.base.schema import BuiltDataset, DatasetSession, HeldOut
+from app.core.base.store import Store
+from app.core.datasets import manifest as M
+
+
+class RegistrationError(Explained):
+    """A build that cannot be registered: what, why, what to do."""
+
+
+@dataclass
+class Registered:
+    dataset: BuiltDataset
+    identical_to: str | None = None  # name of an earlier dataset with the same fingerprint (nothing new stored)
+
+
+def datasets_dir() -> Path:
+    path = paths.data_dir() / "datasets"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def default_name(kind: str = "sft") -> str:
+    return f"{kind}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+class Registry:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def all(self) -> list[BuiltDataset]:
+        with self.store.session() as s:
+            return list(s.scalars(select(BuiltDataset).order_by(BuiltDataset.id.desc())))
+
+    def get(self, name: str) -> BuiltDataset | None:
+        with self.store.session() as s:
+            return s.scalar(select(BuiltDataset).where(BuiltDataset.name == name))
+
+    def of_file(self, file: str | Path) -> BuiltDataset | None:
+        """The built dataset a file belongs to (a job trained on `<dataset>/train.jsonl`), if any."""
+        folder = Path(file).expanduser().resolve().parent
+        return next((ds for ds in self.all() if Path(ds.path).resolve() == folder), None)
+
+    def earlier(self, base_model: str, kind: str = "sft") -> list[BuiltDataset]:
+        with self.store.session() as s:
+            return list(s.scalars(select(BuiltDataset).where(BuiltDataset.base_model == base_model,
+                                                             BuiltDataset.kind == kind).order_by(BuiltDataset.id)))
+
+    def used(self, base_model: str) -> set[tuple[str, str]]:
+        """(session id, content sha256) pairs that earlier SFT datasets of this base model already hold."""
+        with self.store.session() as s:
+            rows = s.execute(select(DatasetSession.session_id, DatasetSession.content_sha256)
+                             .join(BuiltDataset, BuiltDataset.id == DatasetSession.dataset_id)
+                             .where(BuiltDataset.base_model == base_model, BuiltDataset.kind == "sft"))
+            return {(a, b) for a, b in rows}
+
+    def heldout(self, base_model: str) -> frozenset[str]:
+        with self.store.session() as s:
+            return frozenset(s.scalars(select(HeldOut.session_id).where(HeldOut.base_model == base_model)))
+
+    def sessions_of(self, dataset_id: int) -> list[DatasetSession]:
+        with self.store.session() as s:
+            return list(s.scalars(select(DatasetSession).where(DatasetSession.dataset_id == dataset_id)))
+
+    def register(self, folder: Path, manifest_sha256: str) -> Registered:
+        """Check the folder against its manifest and the held-out set, move it into place read-only, record it."""
+        folder = Path(folder)
+        if not (folder / M.MANIFEST).is_file() or sha256_file(folder / M.MANIFEST) != manifest_sha256:
+            raise RegistrationError("the build's manifest is not the one the builder reported",
+                                    why="it is missing or changed after the build", fix="build again")
+        if problems := M.verify(folder):
+            raise RegistrationError("the built files do not match their manifest", why="; ".join(problems[:5]),
+                                    fix="build again")
+        man = M.read(folder)
+        self._check_heldout(man)
+        if same := self._same(man):
+            shutil.rmtree(folder, ignore_errors=True)
+            return Registered(same, identical_to=same.name)
+        if self.get(man.name):
+            raise RegistrationError(f"a dataset named {man.name!r} already exists", fix="choose another name")
+        target = datasets_dir() / man.name
+        if target.exists():
+            raise RegistrationError(f"{target} already exists", fix="choose another name or move that folder away")
+        os.replace(folder, target)
+        _read_only(target)
+        return Registered(self._insert(man, target))
+
+    def _same(self, man: M.Manifest) -> BuiltDataset | None:
+        with self.store.session() as s:
+            return s.scalar(select(BuiltDataset).where(BuiltDataset.fingerprint == man.fingerprint,
+                                                       BuiltDataset.base_model == man.base_model,
+                                                       BuiltDataset.kind == man.kind))
+
+    def _check_heldout(self, man: M.Manifest) -> None:
+        frozen = self.heldout(man.base_model)
+        leaked = sorted({u.id for u in man.sessions if u.split in ("train", "val") and u.id in frozen})
+        if leaked:
+            raise RegistrationError("the build would train on the frozen held-out set",
+                                    why=f"{len(leaked)} held-out session(s) in train/val, e.g. {leaked[0]}",
+                                    fix="this is a bug in the builder; the dataset was not registered")
+
+    def _insert(self, man: M.Manifest, target: Path) -> BuiltDataset:
+        size = {k: v.examples for k, v in man.splits.items()}
+        row = BuiltDataset(name=man.name, kind=man.kind, base_model=man.base_model, fingerprint=man.fingerprint,
+                           spec_id=man.spec_id, template_sha256=man.template_sha256, path=str(target), mode=man.mode,
+                           examples=man.examples, train=size.get("train", 0), val=size.get("val", 0),
+                           test=size.get("test", 0), excluded=man.counts.get("excluded", 0),
+                           manifest_json=man.model_dump_json())
+        with self.store.session() as s:
+            s.add(row)
+            s.flush()
+            s.add_all([DatasetSession(dataset_id=row.id, session_id=u.id, split=u.split, examples=u.examples,
+                                      content_sha256=u.content_sha256) for u in man.sessions])
+            s.add_all([HeldOut(base_model=man.base_model, session_id=sid, dataset_id=row.id)
+                       for sid in man.heldout_frozen])
+        return row
+
+
+def _read_only(folder: Path) -> None:
+    """A built dataset is immutable: its files lose their write bits."""
+    for p in folder.iterdir():
+        if p.is_file():
+            p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))

@@ -1,0 +1,171 @@
+"""The model registry: run → checkpoint → eval → verdict → deployable. Resolving what a user names
+("base", a checkpoint id, a job id, a checkpoint folder), the evals and verdicts recorded for it, what is deployed."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import select
+
+from app.core.base.errors import Explained
+from app.core.base.fingerprint import sha256_file
+from app.core.base.schema import CheckpointRow, EvalRow, Job, Promotion, Run, Setting, VerdictRow
+from app.core.base.store import Store
+from app.core.judge.gate import SETTING, Thresholds
+from app.core.train.spec import JobSpec
+
+
+class JudgeError(Explained):
+    """A judging step that cannot be done: what, why, what to do (one sentence each)."""
+
+
+@dataclass
+class Target:
+    """A model to evaluate: the base model alone (checkpoint None) or base + a registered checkpoint's adapter."""
+
+    base_model: str
+    checkpoint: CheckpointRow | None = None
+    job: Job | None = None
+    spec: JobSpec | None = None
+
+    @property
+    def is_base(self) -> bool:
+        return self.checkpoint is None
+
+    @property
+    def id(self) -> int | None:
+        return self.checkpoint.id if self.checkpoint else None
+
+    @property
+    def adapter(self) -> str | None:
+        return self.checkpoint.path if self.checkpoint else None
+
+    @property
+    def label(self) -> str:
+        if self.checkpoint is None:
+            return "base"
+        what = "final" if self.checkpoint.kind == "adapter" else f"step {self.checkpoint.step}"
+        return f"#{self.checkpoint.id} {self.job.id if self.job else '?'} {what}"
+
+    def adapter_sha256(self) -> str | None:
+        if self.checkpoint is None:
+            return None
+        if self.checkpoint.sha256:
+            return self.checkpoint.sha256
+        marker = Path(self.checkpoint.path) / "nightschool-checkpoint.json"
+        return sha256_file(marker) if marker.is_file() else None
+
+
+def _target_of(store: Store, row: CheckpointRow) -> Target:
+    with store.session() as s:
+        run = s.get(Run, row.run_id)
+        job = s.get(Job, run.job_id)
+    spec, _ = JobSpec.read(Path(job.spec_path))
+    if not Path(row.path).is_dir():
+        raise JudgeError(f"checkpoint #{row.id} is gone from disk", why=f"{row.path} does not exist",
+                         fix="pick another checkpoint (retention may have removed it)")
+    return Target(spec.model, row, job, spec)
+
+
+def resolve(store: Store, ref: str, base_model: str | None = None) -> Target:
+    """'base' (or 'base:MODEL'), '#12' / '12' (a checkpoint id), a job id (its final adapter), a checkpoint folder."""
+    ref = ref.strip()
+    if ref == "base" or ref.startswith("base:"):
+        return Target(ref.split(":", 1)[1] if ":" in ref else (base_model or "default"))
+    with store.session() as s:
+        row = None
+        if ref.lstrip("#").isdigit():
+            row = s.get(CheckpointRow, int(ref.lstrip("#")))
+        if row is None:
+            row = s.scalar(select(CheckpointRow).join(Run).where(Run.job_id == ref, CheckpointRow.kind == "adapter")
+                           .order_by(CheckpointRow.id.desc()))
+        if row is None and Path(ref).expanduser().exists():
+            path = str(Path(ref).expanduser().resolve())
+            row = s.scalar(select(CheckpointRow).where(CheckpointRow.path.in_([ref, path]))
+                           .order_by(CheckpointRow.id.desc()))
+    if row is None:
+        raise JudgeError(f"no registered checkpoint {ref!r}",
+                         why="checkpoints are registered when their job's result validates",
+                         fix="name one from `nightschool lineage` / the Judge tab: '#ID', a job id, or 'base'")
+    return _target_of(store, row)
+
+
+def all_checkpoints(store: Store) -> list[Target]:
+    """Every registered checkpoint still on disk, newest first."""
+    with store.session() as s:
+        rows = list(s.scalars(select(CheckpointRow).order_by(CheckpointRow.id.desc())))
+    out = []
+    for row in rows:
+        try:
+            out.append(_target_of(store, row))
+        except (JudgeError, OSError, ValueError):
+            continue
+    return out
+
+
+# --- evals and verdicts -------------------------------------------------------------------------------------------
+
+def cached_eval(store: Store, target: Target, eval_set_sha256: str, settings_sha256: str) -> EvalRow | None:
+    with store.session() as s:
+        q = select(EvalRow).where(EvalRow.eval_set_sha256 == eval_set_sha256,
+                                  EvalRow.settings_sha256 == settings_sha256, EvalRow.base_model == target.base_model)
+        q = q.where(EvalRow.checkpoint_id.is_(None)) if target.is_base else q.where(
+            EvalRow.checkpoint_id == target.id)
+        row = s.scalar(q.order_by(EvalRow.id.desc()))
+    if row is not None and not Path(row.report_path).is_file():
+        return None
+    if row is not None and not target.is_base and row.adapter_sha256 != target.adapter_sha256():
+        return None  # the checkpoint changed on disk since
+    return row
+
+
+def evals_of(store: Store, target: Target) -> list[EvalRow]:
+    with store.session() as s:
+        q = select(EvalRow).where(EvalRow.base_model == target.base_model)
+        q = q.where(EvalRow.checkpoint_id.is_(None)) if target.is_base else q.where(
+            EvalRow.checkpoint_id == target.id)
+        return list(s.scalars(q.order_by(EvalRow.id.desc())))
+
+
+def verdicts_of(store: Store, checkpoint_id: int) -> list[VerdictRow]:
+    with store.session() as s:
+        return list(s.scalars(select(VerdictRow).where(VerdictRow.checkpoint_id == checkpoint_id)
+                              .order_by(VerdictRow.id.desc())))
+
+
+def passing_verdict(store: Store, checkpoint_id: int) -> VerdictRow | None:
+    """The newest verdict if it is a pass: a checkpoint is deployable only with one."""
+    found = verdicts_of(store, checkpoint_id)
+    return found[0] if found and found[0].verdict == "pass" else None
+
+
+def thresholds(store: Store) -> Thresholds:
+    with store.session() as s:
+        row = s.get(Setting, SETTING)
+    return Thresholds.model_validate_json(row.value) if row else Thresholds()
+
+
+def set_thresholds(store: Store, value: Thresholds) -> None:
+    with store.session() as s:
+        s.merge(Setting(key=SETTING, value=value.model_dump_json()))
+
+
+# --- deployed -----------------------------------------------------------------------------------------------------
+
+def deployed(store: Store, base_model: str) -> Promotion | None:
+    """The newest promotion row of a base model (checkpoint_id None: the base model itself); None: never promoted."""
+    with store.session() as s:
+        return s.scalar(select(Promotion).where(Promotion.base_model == base_model).order_by(Promotion.id.desc()))
+
+
+def history(store: Store, base_model: str | None = None) -> list[Promotion]:
+    with store.session() as s:
+        q = select(Promotion)
+        if base_model is not None:
+            q = q.where(Promotion.base_model == base_model)
+        return list(s.scalars(q.order_by(Promotion.id.desc())))
+
+
+def verdict_reasons(row: VerdictRow) -> list[str]:
+    return json.loads(row.reasons_json)

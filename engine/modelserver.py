@@ -1,0 +1,222 @@
+"""The built-in model server (`python -m engine.modelserver --state-dir D --model GGUF --name N --sha256 H …`):
+llama-cpp-python's OpenAI-compatible server on loopback behind an API key, plus `/health` (public), and behind the
+key `/nightschool/status`, `/nightschool/switch` (the new model is loaded and answers once while the old one keeps
+serving; any failure leaves the old one), `/nightschool/rollback` (instant: the previous model stays loaded) and
+`/nightschool/shutdown`. Its state (pid, url, models) is `<state-dir>/server.json`, rewritten on every change."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import llama_cpp.server.app as server_app
+from fastapi import Depends, HTTPException
+from llama_cpp.server.model import LlamaProxy
+from llama_cpp.server.settings import ModelSettings, ServerSettings
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from app.core.base.files import atomic_write
+from app.core.base.fingerprint import sha256_file
+
+STATE = "server.json"
+
+
+class Served(BaseModel):
+    """A model the server holds: its alias, file, hash, quantization and load facts."""
+
+    name: str
+    path: str
+    sha256: str
+    quant: str = ""
+    load_s: float = 0.0
+    loaded_at: float = 0.0
+
+
+class Slot:
+    def __init__(self, info: Served, llama) -> None:
+        self.info, self.llama = info, llama
+
+
+def load_slot(info: Served, n_ctx: int) -> Slot:
+    """Load and check a model before it may serve: the file's hash, llama.cpp loading it, one generated token."""
+    path = Path(info.path)
+    if not path.is_file():
+        raise ValueError(f"{path} does not exist")
+    if info.sha256 and sha256_file(path) != info.sha256:
+        raise ValueError(f"{path.name} changed since it was exported (sha256 differs): corrupt or truncated")
+    started = time.perf_counter()
+    llama = LlamaProxy.load_llama_from_model_settings(
+        ModelSettings(model=str(path), model_alias=info.name, n_ctx=n_ctx, verbose=False))
+    try:
+        llama.create_completion("Hello", max_tokens=1, temperature=0.0)
+    except Exception:
+        llama.close()
+        raise
+    info = info.model_copy(update={"load_s": round(time.perf_counter() - started, 3), "loaded_at": time.time()})
+    return Slot(info, llama)
+
+
+class Slots(LlamaProxy):
+    """llama-cpp-python's model proxy with two slots: the serving model and the previous one, kept loaded."""
+
+    current: Slot
+    standby: Slot | None = None
+
+    def __init__(self, models: list[ModelSettings]) -> None:  # noqa: D107 - set up by main() before serving
+        self._model_settings_dict = {}
+        self.standby = None
+
+    def __call__(self, model: str | None = None):
+        return self.current.llama
+
+    def __iter__(self):
+        yield self.current.info.name
+
+    def push(self, slot: Slot) -> None:
+        if self.standby is not None:
+            self.standby.llama.close()
+        self.standby, self.current = self.current, slot
+
+    def swap(self) -> None:
+        self.current, self.standby = self.standby, self.current
+
+    def free(self) -> None:
+        for slot in (self.current, self.standby):
+            if slot is not None:
+                slot.llama.close()
+
+
+class Switch(BaseModel):
+    name: str
+    path: str
+    sha256: str = ""
+    quant: str = ""
+
+
+def _proxy() -> Slots:
+    return server_app._llama_proxy  # type: ignore[return-value]
+
+
+@contextlib.asynccontextmanager
+async def _locked():
+    """Hold llama-cpp-python's request locks (no completion runs while the models change places)."""
+    async with contextlib.asynccontextmanager(server_app.get_llama_proxy)() as proxy:
+        yield proxy
+
+
+class Server:
+    """The app, its state file and the uvicorn server that runs it."""
+
+    def __init__(self, args) -> None:
+        self.args, self.state_dir, self.started = args, Path(args.state_dir), time.time()
+        key = (self.state_dir / "api_key").read_text(encoding="utf-8").strip()
+        server_app.LlamaProxy = Slots  # create_app builds our two-slot proxy instead of loading by alias
+        self.app = server_app.create_app(server_settings=ServerSettings(host=args.host, port=args.port, api_key=key),
+                                         model_settings=[ModelSettings(model=args.model, model_alias=args.name)])
+        self.uvicorn = None
+        self._routes()
+
+    def status(self) -> dict:
+        proxy = _proxy()
+        return {"pid": os.getpid(), "url": f"http://{self.args.host}:{self.port}/v1", "host": self.args.host,
+                "port": self.port, "started_at": self.started, "current": proxy.current.info.model_dump(),
+                "standby": proxy.standby.info.model_dump() if proxy.standby else None}
+
+    def write_state(self) -> None:
+        atomic_write(self.state_dir / STATE, json.dumps(self.status(), indent=1))
+
+    def _routes(self) -> None:
+        app, auth = self.app, [Depends(server_app.authenticate)]
+
+        @app.get("/health")
+        async def health() -> dict:
+            return {"status": "ok", "model": _proxy().current.info.name}
+
+        @app.get("/nightschool/status", dependencies=auth)
+        async def status() -> dict:
+            return self.status()
+
+        @app.post("/nightschool/switch", dependencies=auth)
+        async def switch(req: Switch) -> dict:
+            info = Served(name=req.name, path=req.path, sha256=req.sha256, quant=req.quant)
+            try:
+                slot = await run_in_threadpool(load_slot, info, self.args.n_ctx)
+            except Exception as exc:  # the old model keeps serving
+                raise HTTPException(status_code=422, detail=f"{Path(req.path).name} was refused: {exc}") from exc
+            async with _locked() as proxy:
+                proxy.push(slot)
+                self.write_state()
+            return self.status()
+
+        @app.post("/nightschool/rollback", dependencies=auth)
+        async def rollback() -> dict:
+            async with _locked() as proxy:
+                if proxy.standby is None:
+                    raise HTTPException(status_code=409, detail="no previous model is loaded")
+                proxy.swap()
+                self.write_state()
+            return self.status()
+
+        @app.post("/nightschool/shutdown", dependencies=auth)
+        async def shutdown() -> dict:
+            self.uvicorn.should_exit = True
+            return {"status": "stopping"}
+
+    def run(self) -> int:
+        import uvicorn
+
+        proxy = _proxy()
+        proxy.current = load_slot(Served(name=self.args.name, path=self.args.model, sha256=self.args.sha256,
+                                         quant=self.args.quant), self.args.n_ctx)
+        if self.args.standby:
+            proxy.standby = load_slot(Served(name=self.args.standby_name, path=self.args.standby,
+                                             sha256=self.args.standby_sha256, quant=self.args.standby_quant),
+                                      self.args.n_ctx)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.args.host, self.args.port))
+        self.port = sock.getsockname()[1]
+        self.write_state()
+        self.uvicorn = uvicorn.Server(uvicorn.Config(self.app, log_level="warning"))
+        try:
+            self.uvicorn.run(sockets=[sock])
+        finally:
+            proxy.free()
+            (self.state_dir / STATE).unlink(missing_ok=True)
+        return 0
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m engine.modelserver", description="Serve a GGUF (OpenAI-compatible).")
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--n-ctx", type=int, default=4096)
+    p.add_argument("--model", required=True, help="the GGUF to serve")
+    p.add_argument("--standby", help="a GGUF to keep loaded for an instant rollback")
+    for slot in ("", "standby-"):
+        p.add_argument(f"--{slot}name", default="nightschool")
+        p.add_argument(f"--{slot}sha256", default="", help="refuse the file unless it has this sha256")
+        p.add_argument(f"--{slot}quant", default="")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    try:
+        return Server(args).run()
+    except OSError as exc:
+        print(f"nightschool serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+    except ValueError as exc:
+        print(f"nightschool serve: the model cannot be served: {exc}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
