@@ -291,12 +291,6 @@ def bench_memory(a, tmp: Path) -> None:
     chats.write_text("".join(json.dumps(r) + "\n" for r in chat_records(per_step * a.steps)), encoding="utf-8")
     pairs.write_text("".join(json.dumps(r) + "\n" for r in preference_pairs(per_step * a.steps)), encoding="utf-8")
     data = {"sft": chats, "dpo": pairs, "orpo": pairs, "kto": pairs, "grpo": chats, "rloo": chats}
-    from app.core.datafiles import chatfile as chatdata
-
-    if "prompts" not in chatdata.CHECKS:  # RL data is chat records; JobManager.submit checks it as format "prompts",
-        chatdata.CHECKS["prompts"] = chatdata.check_record  # which chatdata does not know yet (the RL tests patch
-        chatdata.SHAPES["prompts"] = chatdata.SHAPES["chat"]  # it the same way)
-        print("note: chatdata.CHECKS has no 'prompts' entry: RL files are checked as chat records here")
     manager = new_manager()
     load_before = load_line()
     rows = []

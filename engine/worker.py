@@ -12,7 +12,6 @@ from pathlib import Path
 
 from app.core.base import protocol as P
 from app.core.base.errors import Explained
-from app.core.datasets.errors import BuildError
 from app.core.train.modelref import ModelRefError
 
 
@@ -46,12 +45,10 @@ def worker_main(argv: list[str] | None, prog: str, what: str, run_fn) -> int:
     out = Emitter(spec.get("job", prog))
     try:
         return run_fn(spec, out)
-    except BuildError as exc:
-        out.emit(P.Error(message=exc.message, why=exc.why, fix=exc.fix))
-    except Explained as exc:  # a judge or ship refusal: what, why, what to do
-        out.emit(P.Error(message=exc.message, why=exc.why, fix=exc.fix))
     except ModelRefError as exc:
         out.emit(P.Error(message="the base model cannot be used", why=str(exc)))
+    except Explained as exc:  # a build, judge or ship refusal: what, why, what to do
+        out.emit(P.Error(message=exc.message, why=exc.why, fix=exc.fix))
     except Exception as exc:  # the build fails visibly, with the traceback
         tb = traceback.format_exc()
         print(tb, file=sys.stderr)

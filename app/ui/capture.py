@@ -12,8 +12,7 @@ from app.core.capture.ingest import Ingestor
 from app.core.capture.queries import CaptureQueries
 from app.core.capture.sources import CaptureConfig
 from app.core.capture.watcher import CaptureService, SourceStatus
-from app.core.datafiles.chatfile import OTHER_SCHEMAS
-from app.core.datafiles.formats import transcript_kind
+from app.core.datafiles.formats import shape_name, transcript_kind
 from app.core.importer import ImportReport, import_paths
 
 REFRESH_MS = 250  # at most four refreshes a second, however fast the watcher ingests
@@ -147,6 +146,6 @@ def redirect_note(path: str | Path) -> str:
     name, rec = Path(path).name, first_record(path)
     if kind := transcript_kind(rec):
         return f"{name} is a {kind} transcript: it is imported on the Capture tab, not trained on."
-    label = next((label for keys, label in OTHER_SCHEMAS if isinstance(rec, dict) and keys <= rec.keys()), None)
+    label = shape_name(rec)
     what = f"is {label}, not chat `messages`" if label else "is not a chat `messages` file"
     return f"Not started — {name} {what}. It was sent to the Capture tab to be checked and registered."

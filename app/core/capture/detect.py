@@ -1,9 +1,9 @@
 """Which agent wrote a transcript file (Claude Code, Codex CLI, Gemini CLI), told from its first records."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+
+from app.core.datafiles import lines
 
 SNIFF_RECORDS = 25  # records looked at
 MAX_LINE_BYTES = 16 * 1024**2  # a longer line is not parsed here
@@ -21,10 +21,10 @@ GEMINI_TYPES = {"user", "gemini", "info", "error", "warning"}
 def detect_format(path: str | Path) -> str | None:
     """Return "claude-code", "codex" or "gemini"; None for anything else (a format we cannot read yet)."""
     try:
-        head = _head(Path(path))
+        head = lines.head(path, SNIFF_RECORDS)
     except OSError:
         return None
-    if head and head[0] is _UNPARSED:  # maybe one pretty-printed JSON document
+    if head and head[0] is lines.BAD:  # maybe one pretty-printed JSON document
         found = _document_format(Path(path))
         if found:
             return found
@@ -36,30 +36,6 @@ def detect_format(path: str | Path) -> str | None:
         if found:
             return found
     return None
-
-
-_UNPARSED = object()  # a line that is not JSON on its own (e.g. the start of a pretty-printed document)
-
-
-def _head(path: Path) -> list[Any]:
-    """The first non-blank lines, parsed (or _UNPARSED)."""
-    out: list[Any] = []
-    with path.open("rb") as fh:
-        while len(out) < SNIFF_RECORDS and fh.tell() < MAX_HEAD_BYTES:
-            raw = fh.readline(MAX_LINE_BYTES)
-            if not raw:
-                break
-            text = raw.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
-            if text:
-                out.append(_loads(text))
-    return out
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return _UNPARSED
 
 
 def _record_format(rec: dict) -> str | None:
@@ -87,7 +63,7 @@ def _document_format(path: Path) -> str | None:
     """A whole-file JSON document: the older Gemini CLI session {sessionId, projectHash, messages}."""
     if path.stat().st_size > MAX_DOCUMENT_BYTES:
         return None
-    doc = _loads(path.read_bytes().decode("utf-8", errors="replace").lstrip("\ufeff"))
+    doc = lines.loads(path.read_bytes().decode("utf-8", errors="replace").lstrip("\ufeff"))
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
         return None
     typed = [m for m in doc["messages"] if isinstance(m, dict) and m.get("type") in GEMINI_TYPES]

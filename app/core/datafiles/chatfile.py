@@ -7,19 +7,10 @@ from pathlib import Path
 
 from app.core.base.errors import Explained
 from app.core.base.fingerprint import sha256_file
+from app.core.datafiles import lines
+from app.core.datafiles.formats import CHECKS, EXAMPLE_LINES, check_record, shape_name
 
-ROLES = {"system", "user", "assistant", "tool"}
-MAX_FILE_BYTES = 2 * 1024**3
-MAX_LINE_BYTES = 16 * 1024**2
 SHOWN_PROBLEMS = 5
-# Key sets that identify other dataset formats, so a wrong file gets a precise message.
-OTHER_SCHEMAS = [
-    ({"conversations"}, "ShareGPT (`conversations`)"),
-    ({"instruction", "output"}, "Alpaca (`instruction`/`input`/`output`)"),
-    ({"prompt", "chosen", "rejected"}, "preference pairs (`prompt`/`chosen`/`rejected`)"),
-    ({"prompt", "completion"}, "prompt/completion"),
-    ({"text"}, "plain text (`text`)"),
-]
 
 
 class DatasetError(Explained, ValueError):
@@ -47,77 +38,20 @@ class ChatFileReport:
                 f"{self.blank} blank")
 
 
-def _check_message(i: int, msg: object) -> str | None:
-    if not isinstance(msg, dict):
-        return f"message {i} is not an object"
-    role = msg.get("role")
-    if role not in ROLES:
-        return f"message {i} has role {role!r}; expected one of {sorted(ROLES)}"
-    content = msg.get("content")
-    if content is None and not msg.get("tool_calls"):
-        return f"message {i} ({role}) has no content"
-    if content is not None and not isinstance(content, str):
-        return f"message {i} ({role}) content is {type(content).__name__}, expected a string"
-    return None
-
-
-def check_record(rec: object) -> str | None:
-    """Why a parsed line is not a usable chat record, or None when it is."""
-    if not isinstance(rec, dict):
-        return f"a line must be a JSON object, got {type(rec).__name__}"
-    msgs = rec.get("messages")
-    if msgs is None:
-        return f"no `messages` field (fields: {', '.join(sorted(rec)[:6]) or 'none'})"
-    if not isinstance(msgs, list) or not msgs:
-        return "`messages` must be a non-empty list"
-    for i, msg in enumerate(msgs):
-        if problem := _check_message(i, msg):
-            return problem
-    if not any(m["role"] == "assistant" and (m.get("content") or m.get("tool_calls")) for m in msgs):
-        return "no assistant message with content: there is nothing to learn from"
-    return None
-
-
-def _foreign_schema(rec: object) -> str | None:
-    if isinstance(rec, dict) and "messages" not in rec:
-        for keys, name in OTHER_SCHEMAS:
-            if keys <= rec.keys():
-                return name
-    return None
-
-
-def check_preference_record(rec: object) -> str | None:
-    """Why a parsed line is not a usable preference pair (`prompt`, `chosen`, `rejected`), or None."""
-    from app.core.datafiles.formats import check_preference
-
-    if not isinstance(rec, dict):
-        return f"a line must be a JSON object, got {type(rec).__name__}"
-    missing = [k for k in ("prompt", "chosen", "rejected") if k not in rec]
-    if missing:
-        return f"no {', '.join(f'`{k}`' for k in missing)} field (fields: {', '.join(sorted(rec)[:6]) or 'none'})"
-    return check_preference(rec)
-
-
-CHECKS = {"chat": check_record, "preference": check_preference_record, "prompts": check_record}
-SHAPES = {"chat": '{"messages": [{"role": "user", ...}, {"role": "assistant", ...}]}',
-          "prompts": '{"messages": [...]} (RL prompts are cut before each assistant turn)',
-          "preference": '{"prompt": ..., "chosen": ..., "rejected": ...} (strings or message lists)'}
-
-
-def _read_line(report: ChatFileReport, number: int, raw: bytes, check=check_record) -> None:
-    if not raw.strip():
+def _read_line(report: ChatFileReport, number: int, line: lines.Line, check=check_record) -> None:
+    if line.data is None:
+        report.problems.append(Problem(number, lines.too_long(line.size)))
+        return
+    if not line.data.strip():
         report.blank += 1
         return
-    if len(raw) > MAX_LINE_BYTES:
-        report.problems.append(Problem(number, f"line is {len(raw)} bytes, over the {MAX_LINE_BYTES} limit"))
-        return
-    text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+    text = line.data.decode("utf-8", errors="replace").rstrip("\r\n")
     try:
         rec = json.loads(text)
     except json.JSONDecodeError as exc:
         report.problems.append(Problem(number, f"not valid JSON ({exc.msg} at column {exc.colno})", text))
         return
-    if check is check_record and (name := _foreign_schema(rec)):
+    if check is check_record and (name := shape_name(rec)):
         report.foreign[name] = report.foreign.get(name, 0) + 1
     if problem := check(rec):
         report.problems.append(Problem(number, problem, text))
@@ -131,7 +65,7 @@ def _refuse_if_unusable(path: Path, report: ChatFileReport, fmt: str = "chat") -
     if fmt != "chat" and report.lines > report.blank:
         shown = "; ".join(f"line {p.line}: {p.reason}" for p in report.problems[:SHOWN_PROBLEMS])
         raise DatasetError(f"{path.name} has no usable {fmt} record ({report.summary()}). This recipe trains on "
-                           f"lines like {SHAPES[fmt]}. {shown}")
+                           f"lines like {EXAMPLE_LINES[fmt]}. {shown}")
     if report.lines == report.blank:
         raise DatasetError(f"{path.name} is empty: there are no records to train on. "
                            "Choose a JSONL file with one chat record ({\"messages\": [...]}) per line.")
@@ -162,18 +96,18 @@ def check_chat_file(path: str | Path, fmt: str = "chat") -> ChatFileReport:
     if not path.is_file():
         raise DatasetError(f"{path} is not a file. Choose a .jsonl file of chat records.")
     size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise DatasetError(f"{path.name} is {size / 1e9:.1f} GB, over the {MAX_FILE_BYTES / 1e9:.0f} GB limit: "
+    if size > lines.MAX_FILE_BYTES:
+        raise DatasetError(f"{path.name} is {size / 1e9:.1f} GB, over the {lines.MAX_FILE_BYTES / 1e9:.0f} GB limit: "
                            "split it into smaller files.")
     with path.open("rb") as fh:
-        head = fh.read(8192)
+        head = fh.read(lines.BINARY_SNIFF_BYTES)
         if b"\x00" in head:
             raise DatasetError(f"{path.name} is a binary file, not JSONL text. Choose a .jsonl file.")
         fh.seek(0)
         report = ChatFileReport(path)
-        for number, raw in enumerate(fh, start=1):
+        for number, line in enumerate(lines.raw_lines(fh), start=1):
             report.lines = number
-            _read_line(report, number, raw, check)
+            _read_line(report, number, line, check)
     _refuse_if_unusable(path, report, fmt)
     return report
 

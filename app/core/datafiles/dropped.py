@@ -4,12 +4,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from app.core.base.fingerprint import sha256_file
+from app.core.datafiles import lines
 from app.core.datafiles.formats import (
     SPECS,
     DatasetSpec,
@@ -21,16 +21,11 @@ from app.core.datafiles.formats import (
     unsupported_shape,
 )
 
-MAX_BYTES = 2 * 1024**3  # a bigger file is refused unread
-MAX_LINE_BYTES = 16 * 1024**2  # a longer line is a problem, not parsed
-MAX_HEAD_BYTES = 32 * 1024**2  # detection reads no further than this
 MAX_DOCUMENT_BYTES = 256 * 1024**2  # a bigger single JSON document is not loaded
-BINARY_SNIFF_BYTES = 8192
 MAX_UNDECODABLE = 0.05  # share of bytes in the head that may be invalid UTF-8 before the file counts as binary
 VOTE_RECORDS = 20  # check_dataset: records that vote on the format
 SNIFF_RECORDS = 5  # looks_like_dataset: records looked at
 SHOWN_PROBLEMS = 3
-_BAD = object()  # a line that is not valid JSON (or is too long to parse)
 
 
 @dataclass
@@ -54,49 +49,6 @@ class DatasetCheck:
 
 # --- reading ----------------------------------------------------------------------------------------------------
 
-def _raw_lines(fh: IO[bytes], digest: Any = None) -> Iterator[bytes | None]:
-    """Each line's bytes, or None for one over MAX_LINE_BYTES (skipped unread); feeds digest everything read."""
-    while raw := fh.readline(MAX_LINE_BYTES + 1):
-        _feed(digest, raw)
-        if len(raw) <= MAX_LINE_BYTES or raw.endswith(b"\n"):
-            yield raw
-            continue
-        while rest := fh.readline(1 << 20):
-            _feed(digest, rest)
-            if rest.endswith(b"\n"):
-                break
-        yield None
-
-
-def _feed(digest: Any, data: bytes) -> None:
-    if digest is not None:
-        digest.update(data)
-
-
-def _decode(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
-
-
-def _parse(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return _BAD
-
-
-def _jsonl_head(path: Path, limit: int) -> list[Any]:
-    """The first non-blank lines, parsed (or _BAD)."""
-    out: list[Any] = []
-    with path.open("rb") as fh:
-        for raw in _raw_lines(fh):
-            text = None if raw is None else _decode(raw)
-            if text is None or text.strip():
-                out.append(_BAD if text is None else _parse(text))
-            if len(out) >= limit or fh.tell() > MAX_HEAD_BYTES:
-                break
-    return out
-
-
 def _array_head(text: str, limit: int) -> list[Any]:
     """The first items of a JSON array document, parsed from its (possibly cut) beginning."""
     decoder, items, pos = json.JSONDecoder(), [], text.index("[") + 1
@@ -119,8 +71,8 @@ def _start(path: Path, size: int) -> str:
 def _head(path: Path, limit: int) -> tuple[str, list[Any]]:
     """("json-array" | "jsonl", the first records parsed)."""
     if _start(path, 4096).startswith("["):
-        return "json-array", _array_head(_start(path, MAX_LINE_BYTES), limit)
-    return "jsonl", _jsonl_head(path, limit)
+        return "json-array", _array_head(_start(path, lines.MAX_LINE_BYTES), limit)
+    return "jsonl", lines.head(path, limit)
 
 
 def looks_like_dataset(path: str | Path) -> bool:
@@ -138,7 +90,7 @@ def looks_like_dataset(path: str | Path) -> bool:
 
 def _is_binary(path: Path) -> bool:
     with path.open("rb") as fh:
-        head = fh.read(BINARY_SNIFF_BYTES)
+        head = fh.read(lines.BINARY_SNIFF_BYTES)
     undecodable = len(head) - len(head.decode("utf-8", errors="ignore").encode("utf-8"))
     return b"\x00" in head or undecodable > MAX_UNDECODABLE * len(head)
 
@@ -183,7 +135,7 @@ def _unknown_reason(path: Path, records: list[Any]) -> str:
 
 
 def _unparsed_reason(path: Path) -> str:
-    doc = _parse(_start(path, MAX_DOCUMENT_BYTES)) if path.stat().st_size <= MAX_DOCUMENT_BYTES else _BAD
+    doc = lines.loads(_start(path, MAX_DOCUMENT_BYTES)) if path.stat().st_size <= MAX_DOCUMENT_BYTES else lines.BAD
     if kind := transcript_kind(doc):
         return _transcript_reason(path, kind)
     if isinstance(doc, dict):
@@ -195,7 +147,7 @@ def _unparsed_reason(path: Path) -> str:
 
 def _vote(path: Path, head: list[Any]) -> tuple[DatasetSpec | None, str]:
     """The spec most of the first records belong to, or None and why the file is refused."""
-    parsed = [r for r in head if r is not _BAD]
+    parsed = [r for r in head if r is not lines.BAD]
     if not parsed:
         return None, (_unparsed_reason(path) if head else
                       f"{path.name} is empty: it has no records. Choose a file with one record per line.")
@@ -208,11 +160,11 @@ def _vote(path: Path, head: list[Any]) -> tuple[DatasetSpec | None, str]:
 
 # --- checking a whole file --------------------------------------------------------------------------------------
 
-def _take(check: DatasetCheck, spec: DatasetSpec, number: int, raw: bytes | None) -> None:
-    if raw is None:
-        check.problems.append((number, f"line is over the {MAX_LINE_BYTES // 1024**2} MiB limit"))
+def _take(check: DatasetCheck, spec: DatasetSpec, number: int, line: lines.Line) -> None:
+    if line.data is None:
+        check.problems.append((number, lines.too_long(line.size)))
         return
-    text = _decode(raw)
+    text = lines.decode(line.data)
     if not text.strip():
         check.blank += 1
         return
@@ -234,9 +186,9 @@ def _judge_record(check: DatasetCheck, spec: DatasetSpec, number: int, rec: Any)
 def _scan_jsonl(check: DatasetCheck, spec: DatasetSpec) -> None:
     digest = hashlib.sha256()
     with check.path.open("rb") as fh:
-        for number, raw in enumerate(_raw_lines(fh, digest), start=1):
+        for number, line in enumerate(lines.raw_lines(fh, digest), start=1):
             check.lines = number
-            _take(check, spec, number, raw)
+            _take(check, spec, number, line)
     check.sha256 = digest.hexdigest()
 
 
@@ -263,7 +215,7 @@ def _check_array(check: DatasetCheck) -> DatasetCheck:
     if size > MAX_DOCUMENT_BYTES:
         return _refuse(check, f"{check.path.name} is one {size / 1024**2:.0f} MiB JSON document, too big to load "
                               "at once. Convert it to JSON Lines (`jq -c '.[]' file.json > file.jsonl`).")
-    items = _parse(_start(check.path, size))
+    items = lines.loads(_start(check.path, size))
     if not isinstance(items, list):
         return _refuse(check, f"{check.path.name} is not a valid JSON array. Fix it, or convert it to JSON Lines "
                               "with one record per line.")
@@ -276,7 +228,7 @@ def _check_array(check: DatasetCheck) -> DatasetCheck:
     return _verdict(check, spec)
 
 
-def check_dataset(path: str | Path, max_bytes: int = MAX_BYTES) -> DatasetCheck:
+def check_dataset(path: str | Path, max_bytes: int = lines.MAX_FILE_BYTES) -> DatasetCheck:
     """Detect a dropped file's format by majority over its first records, then quick-check every record."""
     check = DatasetCheck(Path(path))
     try:

@@ -1,22 +1,26 @@
-"""The dataset spec registry: accepted formats (chat, ShareGPT, Alpaca, preference) with their QUICK per-record
-checks, and how a record is recognised (a spec, a known-but-unsupported shape, or an agent transcript)."""
+"""The one table of dataset formats: the specs we accept (chat, ShareGPT, Alpaca, preference) with their QUICK
+per-record checks, the training formats' record checks (chat, preference, RL prompts), every other shape we can name,
+and how a record is recognised (a spec, a known-but-unsupported shape, or an agent transcript)."""
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.core.datafiles.chatfile import ROLES, check_record
-
 SHAREGPT_SPEAKERS = {"human", "gpt", "system", "tool", "function_call", "observation"}
 SHAREGPT_ROLES = {"user": "human", "assistant": "gpt"}  # role/content turns, mapped onto from/value speakers
-# Dataset shapes we recognise but cannot train on, so a refusal can name them.
-UNSUPPORTED_SHAPES = [
-    ({"prompt", "completion"}, "prompt/completion pairs"),
-    ({"chosen", "rejected"}, "preference pairs without a `prompt`"),
-    ({"question", "answer"}, "question/answer pairs"),
-    ({"input", "output"}, "input/output pairs without an `instruction`"),
-    ({"text"}, "plain text (`text`)"),
+ROLES = {"system", "user", "assistant", "tool"}
+# Every dataset shape other than chat `messages` that we can name, so a refusal says what a file is:
+# (keys that identify it, its name, the spec that accepts a dropped file of it, or None when we cannot train on it).
+NAMED_SHAPES = [
+    ({"conversations"}, "ShareGPT (`conversations`)", "sharegpt_v1"),
+    ({"instruction", "output"}, "Alpaca (`instruction`/`input`/`output`)", "alpaca_v1"),
+    ({"prompt", "chosen", "rejected"}, "preference pairs (`prompt`/`chosen`/`rejected`)", "preference_v1"),
+    ({"prompt", "completion"}, "prompt/completion pairs", None),
+    ({"chosen", "rejected"}, "preference pairs without a `prompt`", None),
+    ({"question", "answer"}, "question/answer pairs", None),
+    ({"input", "output"}, "input/output pairs without an `instruction`", None),
+    ({"text"}, "plain text (`text`)", None),
 ]
 
 
@@ -33,6 +37,56 @@ class DatasetSpec:
 
     def keys(self) -> str:
         return "/".join(f"`{k}`" for k in self.required)
+
+
+# --- training formats: the record checks of a file given to a recipe ---------------------------------------------
+
+def _check_message(i: int, msg: object) -> str | None:
+    if not isinstance(msg, dict):
+        return f"message {i} is not an object"
+    role = msg.get("role")
+    if role not in ROLES:
+        return f"message {i} has role {role!r}; expected one of {sorted(ROLES)}"
+    content = msg.get("content")
+    if content is None and not msg.get("tool_calls"):
+        return f"message {i} ({role}) has no content"
+    if content is not None and not isinstance(content, str):
+        return f"message {i} ({role}) content is {type(content).__name__}, expected a string"
+    return None
+
+
+def check_record(rec: object) -> str | None:
+    """Why a parsed line is not a usable chat record, or None when it is."""
+    if not isinstance(rec, dict):
+        return f"a line must be a JSON object, got {type(rec).__name__}"
+    msgs = rec.get("messages")
+    if msgs is None:
+        return f"no `messages` field (fields: {', '.join(sorted(rec)[:6]) or 'none'})"
+    if not isinstance(msgs, list) or not msgs:
+        return "`messages` must be a non-empty list"
+    for i, msg in enumerate(msgs):
+        if problem := _check_message(i, msg):
+            return problem
+    if not any(m["role"] == "assistant" and (m.get("content") or m.get("tool_calls")) for m in msgs):
+        return "no assistant message with content: there is nothing to learn from"
+    return None
+
+
+def check_preference_record(rec: object) -> str | None:
+    """Why a parsed line is not a usable preference pair (`prompt`, `chosen`, `rejected`), or None."""
+    if not isinstance(rec, dict):
+        return f"a line must be a JSON object, got {type(rec).__name__}"
+    missing = [k for k in ("prompt", "chosen", "rejected") if k not in rec]
+    if missing:
+        return f"no {', '.join(f'`{k}`' for k in missing)} field (fields: {', '.join(sorted(rec)[:6]) or 'none'})"
+    return check_preference(rec)
+
+
+CHECKS = {"chat": check_record, "preference": check_preference_record, "prompts": check_record}
+EXAMPLE_LINES = {"chat": '{"messages": [{"role": "user", ...}, {"role": "assistant", ...}]}',
+          "prompts": '{"messages": [...]} (RL prompts are cut before each assistant turn)',
+          "preference": '{"prompt": ..., "chosen": ..., "rejected": ...} (strings or message lists)'}
+
 
 
 # --- quick checks, one per spec ---------------------------------------------------------------------------------
@@ -56,7 +110,7 @@ def _text_of(i: int, content: object) -> object:
 
 
 def _plain(msgs: list) -> list:
-    """Messages with their content parts joined into strings, so chatdata.check_record can judge them."""
+    """Messages with their content parts joined into strings, so check_record can judge them."""
     return [{**m, "content": _text_of(i, m.get("content"))} if isinstance(m, dict) else m
             for i, m in enumerate(msgs)]
 
@@ -84,7 +138,7 @@ def _tool_calls_problem(i: int, calls: object) -> str | None:
 
 
 def _message_problem(i: int, msg: dict) -> str | None:
-    """What chatdata.check_record leaves unchecked: empty turns, tool calls, tool results."""
+    """What check_record leaves unchecked: empty turns, tool calls, tool results."""
     role, text = msg["role"], msg.get("content") or ""
     if role == "user" and not text.strip():
         return f"message {i} (user) is empty"
@@ -232,7 +286,14 @@ def unsupported_shape(rec: object) -> str | None:
     """A dataset shape we know but do not train on, by name."""
     if not isinstance(rec, dict) or transcript_kind(rec):
         return None
-    return next((name for keys, name in UNSUPPORTED_SHAPES if keys <= rec.keys()), None)
+    return next((name for keys, name, spec in NAMED_SHAPES if spec is None and keys <= rec.keys()), None)
+
+
+def shape_name(rec: object) -> str | None:
+    """The name of a record's shape when it is not chat `messages` (e.g. "Alpaca (…)"), or None."""
+    if not isinstance(rec, dict) or "messages" in rec:
+        return None
+    return next((name for keys, name, _ in NAMED_SHAPES if keys <= rec.keys()), None)
 
 
 def accepted_formats() -> str:

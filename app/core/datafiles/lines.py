@@ -1,15 +1,92 @@
-"""Reading JSONL transcripts robustly: byte offsets, CRLF, invalid UTF-8, a half-written last line, bad JSON."""
+"""The one JSONL line reader and its limits: bounded reads (an over-long line is skipped unread), byte offsets, CRLF,
+a BOM, invalid UTF-8, a half-written last line, bad JSON. Transcripts, training files and dropped files all use it."""
 from __future__ import annotations
 
 import json
-
-import orjson
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-MAX_LINE_BYTES = 64 * 1024**2  # a single record larger than this is set aside, not parsed
+import orjson
 
+MAX_FILE_BYTES = 2 * 1024**3  # a bigger file is refused unread
+MAX_LINE_BYTES = 64 * 1024**2  # a longer line is set aside with its size, never read into memory whole
+MAX_HEAD_BYTES = 32 * 1024**2  # format detection reads no further than this
+BINARY_SNIFF_BYTES = 8192  # a NUL byte in this much of the start: a binary file
+BAD = object()  # a line that is not valid JSON on its own (or too long to parse)
+
+
+@dataclass
+class Line:
+    """One line as read: its bytes (None when over MAX_LINE_BYTES: skipped unread), size and whether it ended."""
+
+    data: bytes | None
+    size: int  # bytes consumed, newline included
+    complete: bool  # ended with a newline (a last line without one may still be being written)
+
+
+def raw_lines(fh: IO[bytes], digest: Any = None) -> Iterator[Line]:
+    """Every line of a binary file from its position; feeds `digest` everything read."""
+    limit = MAX_LINE_BYTES
+    while raw := fh.readline(limit + 1):
+        _feed(digest, raw)
+        if len(raw) <= limit or raw.endswith(b"\n"):
+            yield Line(raw, len(raw), raw.endswith(b"\n"))
+            continue
+        size, complete = len(raw), False
+        while rest := fh.readline(1 << 20):
+            _feed(digest, rest)
+            size += len(rest)
+            if rest.endswith(b"\n"):
+                complete = True
+                break
+        yield Line(None, size, complete)
+
+
+def _feed(digest: Any, data: bytes) -> None:
+    if digest is not None:
+        digest.update(data)
+
+
+def too_long(size: int) -> str:
+    """The reason given for a line over the limit."""
+    return f"line is {size} bytes, over the {MAX_LINE_BYTES // 1024**2} MiB limit"
+
+
+def decode(raw: bytes) -> str:
+    """A line's text: invalid UTF-8 becomes U+FFFD, a BOM and the line ending are dropped."""
+    return raw.decode("utf-8", errors="replace").lstrip("\ufeff").rstrip("\r\n")
+
+
+def loads(text: str) -> Any:
+    """The parsed value, or BAD."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return BAD
+
+
+def json_problem(exc: Exception) -> str:
+    """Why a line is not JSON, in words."""
+    why = f"{exc.msg} at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+    return f"not valid JSON ({why})"
+
+
+def head(path: str | Path, count: int) -> list[Any]:
+    """The first `count` non-blank lines, parsed (or BAD), reading no further than MAX_HEAD_BYTES."""
+    out: list[Any] = []
+    with Path(path).open("rb") as fh:
+        for line in raw_lines(fh):
+            text = None if line.data is None else decode(line.data)
+            if text is None or text.strip():
+                out.append(BAD if text is None else loads(text))
+            if len(out) >= count or fh.tell() > MAX_HEAD_BYTES:
+                break
+    return out
+
+
+# --- transcripts: read on from a byte offset as the agent appends ---------------------------------------------------
 
 @dataclass
 class Record:
@@ -37,26 +114,26 @@ def read_jsonl(path: str | Path, start_offset: int = 0, first_line: int = 1, fin
     with Path(path).open("rb") as fh:
         fh.seek(start_offset)
         offset, number = start_offset, first_line
-        for raw in fh:
-            if not raw.endswith(b"\n") and not final:
+        for line in raw_lines(fh):
+            if not line.complete and not final:
                 break  # being written: it waits for its newline
-            _parse_line(out, raw, number, offset)
-            offset += len(raw)
+            _parse_line(out, line, number, offset)
+            offset += line.size
             number += 1
             out.lines += 1
         out.end_offset = offset
     return out
 
 
-def _parse_line(out: ReadResult, raw: bytes, number: int, offset: int) -> None:
-    body = raw.rstrip(b"\r\n")
+def _parse_line(out: ReadResult, line: Line, number: int, offset: int) -> None:
+    if line.data is None:
+        out.problems.append((number, too_long(line.size)))
+        return
+    body = line.data.rstrip(b"\r\n")
     if offset == 0 and body.startswith(b"\xef\xbb\xbf"):
         body = body[3:]  # a UTF-8 byte-order mark is not part of the first record
     if not body.strip():
         out.blank += 1
-        return
-    if len(body) > MAX_LINE_BYTES:
-        out.problems.append((number, f"line is {len(body)} bytes, over the {MAX_LINE_BYTES}-byte limit"))
         return
     try:
         out.records.append(Record(number, offset, orjson.loads(body)))  # ~3x json.loads; strict UTF-8
@@ -67,6 +144,4 @@ def _parse_line(out: ReadResult, raw: bytes, number: int, offset: int) -> None:
     try:
         out.records.append(Record(number, offset, json.loads(text)))
     except (json.JSONDecodeError, RecursionError) as exc:
-        why = f"{exc.msg} at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-        out.problems.append((number, f"not valid JSON ({why})"))
-
+        out.problems.append((number, json_problem(exc)))

@@ -1,0 +1,32 @@
+"""Layers and circles: widgets <- app/ui <- app core packages <- app/core/base; no import circle between modules or
+between the core's packages. The checker is shown to catch a planted upward import and a planted circle."""
+from __future__ import annotations
+
+from tests import layers
+
+
+def test_no_layer_imports_upward():
+    edges = layers.graph()
+    assert "app.core.base.store" in edges and "widgets.charts" in edges and "engine.jobsocket" in edges
+    assert layers.upward_imports(edges) == []
+
+
+def test_no_circle_between_modules():
+    assert layers.cycles(layers.graph()) == []
+
+
+def test_no_circle_between_core_packages():
+    packages = layers.package_graph(layers.graph())
+    assert {"app.core.base", "app.core.queue", "app.core.judge", "app.core.datasets"} <= packages.keys()
+    assert layers.cycles(packages) == []
+
+
+def test_the_checker_catches_a_planted_upward_import_and_circle():
+    edges = {k: set(v) for k, v in layers.graph().items()}
+    edges["app.core.base.store"].add("app.core.queue.scheduler")  # base reaching up into a core package
+    edges["widgets.charts"].add("app.core.base.store")  # a widget reading the database
+    edges["app.core.queue.view"].add("app.core.queue.scheduler")  # scheduler -> view -> scheduler
+    assert "app.core.base.store -> app.core.queue.scheduler" in layers.upward_imports(edges)
+    assert "widgets.charts -> app.core.base.store" in layers.upward_imports(edges)
+    assert any({"app.core.queue.view", "app.core.queue.scheduler"} <= set(c) for c in layers.cycles(edges))
+    assert any({"app.core.base", "app.core.queue"} <= set(c) for c in layers.cycles(layers.package_graph(edges)))
