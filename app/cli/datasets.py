@@ -6,13 +6,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from app.cli.common import open_store
+
 SHOWN = 5  # problems shown per check
-
-
-def _store():
-    from app.core.base.store import Store
-
-    return Store()
 
 
 def _config(args):
@@ -67,7 +63,7 @@ def cmd_build(args) -> int:
     from app.core.datasets.catalog import Registry
     from app.core.workers import start_build
 
-    store = _store()
+    store = open_store()
     outcome = _finish(start_build(store, _config(args)))
     if isinstance(outcome, int):
         return outcome
@@ -83,7 +79,7 @@ def cmd_pairs(args) -> int:
     from app.core.datasets.pairs import PairsConfig
     from app.core.workers import start_pairs
 
-    store = _store()
+    store = open_store()
     config = PairsConfig(name=args.name, base_model=args.model, adapter=args.adapter, source=args.source,
                          max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens,
                          include_dropped=not args.no_dropped)
@@ -118,7 +114,7 @@ def _summary(ds) -> None:
 def cmd_list(_args) -> int:
     from app.core.datasets.catalog import Registry
 
-    rows = Registry(_store()).all()
+    rows = Registry(open_store()).all()
     if not rows:
         print("no datasets yet: `nightschool dataset build`")
         return 0
@@ -132,7 +128,7 @@ def cmd_list(_args) -> int:
 def _dataset(name: str):
     from app.core.datasets.catalog import Registry
 
-    ds = Registry(_store()).get(name)
+    ds = Registry(open_store()).get(name)
     if ds is None:
         print(f"error: no dataset named {name!r} (see `nightschool dataset list`)", file=sys.stderr)
         raise SystemExit(2)
@@ -191,7 +187,7 @@ def cmd_validate(args) -> int:
     from app.core.datasets.catalog import Registry
     from app.core.workers import start_check
 
-    store = _store()
+    store = open_store()
     ds = Registry(store).get(args.target)
     if ds is not None:
         target, model = Path(ds.path), None if args.quick else ds.base_model

@@ -6,40 +6,7 @@ import argparse
 import json
 import sys
 
-from tqdm import tqdm
-
-from app.core.base import protocol as P
-
-
-def _store():
-    from app.core.base.store import Store
-
-    return Store()
-
-
-class Progress:
-    """Evaluation progress as a tqdm bar per phase (loss, generate) and the worker's log lines."""
-
-    def __init__(self) -> None:
-        self.bar: tqdm | None = None
-        self.phase = ""
-
-    def __call__(self, env: P.Envelope) -> None:
-        if env.type == "progress":
-            if env.body.phase != self.phase or self.bar is None:
-                self.close()
-                self.phase = env.body.phase
-                self.bar = tqdm(total=env.body.total, desc=env.body.phase, unit="item", file=sys.stderr,
-                                dynamic_ncols=True)
-            self.bar.n = env.body.step
-            self.bar.refresh()
-        elif env.type == "log":
-            (self.bar.write if self.bar else print)(f"  {env.body.message}", file=sys.stderr)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
+from app.cli.common import WorkerProgress, open_store, refusals
 
 
 def _fmt(value) -> str:
@@ -69,22 +36,12 @@ def _settings(args):
     return EvalSettings(max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens)
 
 
-def _run(fn) -> int:
-    from app.core.base.errors import Explained
-
-    try:
-        return fn()
-    except Explained as exc:  # a judge or ship refusal: what, why, what to do
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
 def cmd_eval(args) -> int:
     def go() -> int:
         from app.core.judge.evaluate import choose_set, evaluate
         from app.core.judge.records import resolve
 
-        store, view = _store(), Progress()
+        store, view = open_store(), WorkerProgress()
         target = resolve(store, args.checkpoint, args.model)
         evset = choose_set(store, target, args.dataset, args.data)
         row, report = evaluate(store, target, evset, _settings(args), view, force=args.force)
@@ -95,15 +52,15 @@ def cmd_eval(args) -> int:
         print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(report.outcomes.items())))
         print(f"report: {row.report_path}")
         return 0
-    return _run(go)
+    return refusals(go)
 
 
 def cmd_compare(args) -> int:
     def go() -> int:
         from app.core.judge.promote import compare
 
-        view = Progress()
-        found = compare(_store(), args.checkpoints, args.dataset, args.data, _settings(args), view)
+        view = WorkerProgress()
+        found = compare(open_store(), args.checkpoints, args.dataset, args.data, _settings(args), view)
         view.close()
         shown = sorted(found, key=lambda c: -1 if c.target.is_base else c.target.id)  # base first, then by id
         print(f"held-out set: {found[0].report.eval_set} ({found[0].report.contexts} next actions)")
@@ -112,15 +69,15 @@ def cmd_compare(args) -> int:
         for i, c in enumerate(found, 1):
             print(f"  {i}. {c.target.label:32} {c.score:.4f}")
         return 0
-    return _run(go)
+    return refusals(go)
 
 
 def cmd_promote(args) -> int:
     def go() -> int:
         from app.core.judge.promote import promote
 
-        view = Progress()
-        judgement, promotion = promote(_store(), args.checkpoint, args.dataset, args.data, _settings(args), view)
+        view = WorkerProgress()
+        judgement, promotion = promote(open_store(), args.checkpoint, args.dataset, args.data, _settings(args), view)
         view.close()
         v = judgement.verdict
         print(f"verdict on {judgement.target.label}: {v.verdict.upper()}")
@@ -132,7 +89,7 @@ def cmd_promote(args) -> int:
         print(f"promoted: {judgement.target.label} is now the deployed model of {judgement.target.base_model} "
               "(undo: nightschool rollback)")
         return 0
-    return _run(go)
+    return refusals(go)
 
 
 def cmd_rollback(args) -> int:
@@ -141,7 +98,7 @@ def cmd_rollback(args) -> int:
         from app.core.judge.records import JudgeError, history
         from app.core.ship import deploy as D
 
-        store = _store()
+        store = open_store()
         if args.model is None and D.current(store) is not None:  # the served model: switch back, then record
             done = D.rollback(store)
             where = f" (serving at {done.state['url']})" if done.state else " (the server is stopped)"
@@ -153,20 +110,20 @@ def cmd_rollback(args) -> int:
         row = rollback(store, model)
         print(f"rolled back: {row.note}")
         return 0
-    return _run(go)
+    return refusals(go)
 
 
 def cmd_lineage(args) -> int:
     def go() -> int:
         from app.core.judge.lineage import lineage
 
-        data = lineage(_store(), args.checkpoint)
+        data = lineage(open_store(), args.checkpoint)
         if args.json:
             print(json.dumps(data, indent=1))
             return 0
         _print_lineage(data)
         return 0
-    return _run(go)
+    return refusals(go)
 
 
 SHOWN_SESSIONS = 12  # session ids `lineage` prints; --json lists them all
@@ -202,7 +159,7 @@ def _print_lineage(d: dict) -> None:
 def cmd_checkpoints(_args) -> int:
     from app.core.judge.records import all_checkpoints, deployed, passing_verdict
 
-    store = _store()
+    store = open_store()
     found = all_checkpoints(store)
     if not found:
         print("no checkpoints yet: train one (nightschool train FILE)")

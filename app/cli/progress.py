@@ -1,4 +1,5 @@
-"""Terminal view of a job: a tqdm progress bar with loss and ETA, state changes and errors as lines."""
+"""Terminal view of a job: a tqdm progress bar with loss and ETA, state changes and errors as lines (its state is the
+shared app.core.train.view.JobView, the one the Training tab draws)."""
 from __future__ import annotations
 
 import sys
@@ -6,17 +7,15 @@ import sys
 from tqdm import tqdm
 
 from app.core.base import protocol as P
+from app.core.train.view import JobView, apply
 
 
 class TerminalView:
     """Consumes protocol events and draws them in the terminal."""
 
     def __init__(self, job_id: str) -> None:
-        self.job_id = job_id
+        self.job = JobView(id=job_id)
         self.bar: tqdm | None = None
-        self.loss: float | None = None
-        self.errors: list[P.Error] = []
-        self.result: P.Result | None = None
 
     def _bar(self, total: int) -> tqdm:
         if self.bar is None or self.bar.total != total:
@@ -26,13 +25,13 @@ class TerminalView:
         return self.bar
 
     def on_event(self, env: P.Envelope) -> None:
+        apply(self.job, env)
         body = env.body
         if env.type == "progress" and body.phase == "train":
             bar = self._bar(body.total)
             bar.n = body.step
             bar.refresh()
         elif env.type == "metrics" and body.loss is not None:
-            self.loss = body.loss
             if self.bar is not None:
                 self.bar.set_postfix(loss=f"{body.loss:.4f}", ram=f"{(body.ram_mb or 0):.0f}MB")
         elif env.type == "state":
@@ -43,10 +42,6 @@ class TerminalView:
             self._line(f"  ALERT {body.kind}: {body.message}")
         elif env.type == "checkpoint":
             self._line(f"  checkpoint at step {body.step} ({body.reason})")
-        elif env.type == "error":
-            self.errors.append(body)
-        elif env.type == "result":
-            self.result = body
 
     def _line(self, text: str) -> None:
         (self.bar.write if self.bar is not None else print)(text)
@@ -61,12 +56,12 @@ class TerminalView:
         if job.state == "failed":
             print(f"job {job.id} failed: {job.error}", file=sys.stderr)
             return 1
-        loss = f", last loss {self.loss:.4f}" if self.loss is not None else ""
+        loss = f", last loss {self.job.loss:.4f}" if self.job.loss is not None else ""
         print(f"job {job.id} {job.state}{loss}.")
-        if self.result is not None:
-            m = self.result.metrics
+        if self.job.result is not None:
+            m = self.job.result.metrics
             first, last = m.get("first_loss"), m.get("last_loss")
             if first is not None and last is not None:
                 print(f"loss {first:.4f} -> {last:.4f} over {m.get('steps')} steps")
-            print(f"LoRA adapter: {self.result.adapter_path}")
+            print(f"LoRA adapter: {self.job.result.adapter_path}")
         return 0

@@ -2,7 +2,7 @@
 `nightschool rollback`, shared with the judge)."""
 from __future__ import annotations
 
-from app.cli.judge import Progress, _run, _store
+from app.cli.common import WorkerProgress, open_store, refusals
 from app.core.ship.config import DEFAULT_QUANT, QUANTS
 
 
@@ -27,9 +27,9 @@ def cmd_export(args) -> int:
     def go() -> int:
         from app.core.ship import exports as X, lmstudio, ollama
 
-        view = Progress()
+        view = WorkerProgress()
         try:
-            exp = X.export(_store(), args.checkpoint, args.quant or [DEFAULT_QUANT], lora=not args.no_lora,
+            exp = X.export(open_store(), args.checkpoint, args.quant or [DEFAULT_QUANT], lora=not args.no_lora,
                            sink=view, force=args.force)
         finally:
             view.close()
@@ -47,16 +47,16 @@ def cmd_export(args) -> int:
             if not result.ok:
                 return 1
         return 0
-    return _run(go)
+    return refusals(go)
 
 
 def cmd_deploy(args) -> int:
     def go() -> int:
         from app.core.ship import deploy as D
 
-        view = Progress()
+        view = WorkerProgress()
         try:
-            done = D.deploy(_store(), args.checkpoint, args.quant, sink=view, port=args.port)
+            done = D.deploy(open_store(), args.checkpoint, args.quant, sink=view, port=args.port)
         finally:
             view.close()
         st = done.state
@@ -64,7 +64,7 @@ def cmd_deploy(args) -> int:
         print(f"  API key in {_key_path()}; previous model kept for rollback: "
               f"{(st.get('standby') or {}).get('name') or 'none'} (nightschool rollback)")
         return 0
-    return _run(go)
+    return refusals(go)
 
 
 def _key_path():
@@ -83,7 +83,7 @@ def cmd_serve(args) -> int:
             return 0
         if args.action == "start":
             server.set_desired(True)
-            st = D.ensure_serving(_store(), args.port)
+            st = D.ensure_serving(open_store(), args.port)
             if st is None:
                 print("nothing is deployed yet: nightschool deploy CHECKPOINT")
                 return 2
@@ -97,13 +97,13 @@ def cmd_serve(args) -> int:
         print(f"  API key: {_key_path()}  (curl -H \"Authorization: Bearer $(cat {_key_path()})\" "
               f"{st['url']}/models)")
         return 0
-    return _run(go)
+    return refusals(go)
 
 
 def cmd_exports(_args) -> int:
     from app.core.ship import exports as X
 
-    for exp in X.history(_store()):
+    for exp in X.history(open_store()):
         files = ", ".join(f"{f['quant']}{'' if f.get('ok') else ' (smoke failed)'}" for f in exp.files)
         print(f"#{exp.row.id:<4} {exp.row.created_at:%Y-%m-%d %H:%M}  {exp.row.label:30} {files}")
     return 0
@@ -112,7 +112,7 @@ def cmd_exports(_args) -> int:
 def cmd_deployments(_args) -> int:
     from app.core.ship import deploy as D
 
-    for row in D.history(_store()):
+    for row in D.history(open_store()):
         print(f"#{row.id:<4} {row.created_at:%Y-%m-%d %H:%M}  {row.action:8} {row.file:40} {row.note}")
     return 0
 

@@ -18,7 +18,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.train.spec import DEFAULT_MODEL
-from app.ui.training import LIVE_STATES, REWARD_PREFIX, TrainingController, read_diagnosis
+from app.core.train.view import LIVE_STATES, REWARD_PREFIX, read_diagnosis
+from app.ui.training import TrainingController
 from widgets.alerts import AlertList
 from widgets.banner import Banner
 from widgets.charts import (

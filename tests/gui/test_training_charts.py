@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from app.core.base import protocol as P
-from app.ui.training import JobView, TrainingController, read_diagnosis
+from app.core.train.view import JobView, read_diagnosis
+from app.ui.training import TrainingController
 from app.ui.training_panel import NO_GPU, TrainingPanel
 
 WAIT_MS = 3000

@@ -6,8 +6,6 @@ from pathlib import Path
 from app.core.datafiles import lines
 
 SNIFF_RECORDS = 25  # records looked at
-MAX_LINE_BYTES = 16 * 1024**2  # a longer line is not parsed here
-MAX_HEAD_BYTES = 32 * 1024**2  # nor is anything past this
 MAX_DOCUMENT_BYTES = 256 * 1024**2  # a single-document file larger than this is not loaded
 
 CLAUDE_TYPES = {"user", "assistant", "system", "summary", "file-history-snapshot", "queue-operation",

@@ -2,7 +2,6 @@
 registration of a finished build (fail-closed: a folder that does not match its manifest is refused)."""
 from __future__ import annotations
 
-import os
 import shutil
 import stat
 from dataclasses import dataclass
@@ -11,7 +10,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from app.core.base import paths
+from app.core.base import files, paths
 from app.core.base.errors import Explained
 from app.core.base.fingerprint import sha256_file
 from app.core.base.schema import BuiltDataset, DatasetSession, HeldOut
@@ -96,7 +95,7 @@ class Registry:
         target = datasets_dir() / man.name
         if target.exists():
             raise RegistrationError(f"{target} already exists", fix="choose another name or move that folder away")
-        os.replace(folder, target)
+        files.replace(folder, target)
         _read_only(target)
         return Registered(self._insert(man, target))
 
