@@ -23,9 +23,9 @@ from tests.engine.helpers import of_type, states, wait_for_events
 DEADLINE_S = 240.0
 REPO = Path(__file__).resolve().parents[2]
 # One scheduler process for the race below: it opens the store, says "ready", starts ticking when told, and prints
-# the jobs it launched (no engine starts). Its first launch, made between claim and launch as a real one is, waits
-# until the other process has claimed a job too, so the two ticks overlap whatever the OS schedules first.
-RACING_SCHEDULER = """
+# the jobs it launched (no engine starts; every launch is also appended to a log both write). Its first launch waits
+# until the other process has launched a job too, so the two ticks overlap whatever the OS schedules first.
+RACING_SCHEDULER = r"""
 import json, sys, time
 from sqlalchemy import func, select
 from app.core.base.schema import Job
@@ -42,10 +42,12 @@ def claimed():
 
 def launch(job_id):
     launched.append(job_id)
+    with open(sys.argv[2], "a") as log:
+        log.write(job_id + "\n")
     deadline = time.monotonic() + 30
-    while len(launched) == 1 and claimed() < 2:
+    while len(launched) == 1 and len(open(sys.argv[2]).read().split()) < 2:
         if time.monotonic() > deadline:
-            sys.exit("the other scheduler claimed no job while this one was launching")
+            sys.exit("the other scheduler launched no job while this one was launching")
         time.sleep(0.01)
 
 queue.manager.launch = launch
@@ -140,13 +142,14 @@ def test_the_scheduler_starts_jobs_in_run_order_one_at_a_time(queue, chat_file, 
     assert launched == [high, last, n1, n2, low]
 
 
-def test_two_scheduler_processes_racing_on_one_store_start_each_job_once(queue, chat_file, tiny_model):
+def test_two_scheduler_processes_racing_on_one_store_start_each_job_once(queue, chat_file, tiny_model, tmp_path):
     """Two processes tick the same SQLite store at the same time: every job is started by exactly one of them, the
     first ones in run order, and no more than max_concurrent in all."""
-    limit = 4
-    ids = [add(queue, chat_file, tiny_model) for _ in range(6)]
+    limit = 20
+    ids = [add(queue, chat_file, tiny_model) for _ in range(24)]
     queue.set_max_concurrent(limit)
-    procs = [subprocess.Popen([sys.executable, "-c", RACING_SCHEDULER, str(limit)], cwd=REPO, text=True,
+    log = tmp_path / "launches.log"
+    procs = [subprocess.Popen([sys.executable, "-c", RACING_SCHEDULER, str(limit), str(log)], cwd=REPO, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
     try:
         for proc in procs:  # both have imported everything and opened the store
@@ -163,8 +166,10 @@ def test_two_scheduler_processes_racing_on_one_store_start_each_job_once(queue, 
     assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in outputs]
     launched = [json.loads(out.splitlines()[-1]) for out, _ in outputs]
     assert all(launched), launched  # both schedulers started jobs: it was a race
-    started = [job_id for each in launched for job_id in each]
-    assert sorted(started) == sorted(ids[:limit]), launched  # each of the first four exactly once, no other
+    started = log.read_text().split()
+    assert sorted(started) == sorted(job_id for each in launched for job_id in each)
+    twice = sorted(job_id for job_id in set(started) if started.count(job_id) > 1)
+    assert sorted(started) == sorted(ids[:limit]), f"started twice: {twice}; by each: {launched}"  # once each
     assert [state_of(queue, job_id) for job_id in ids] == [LAUNCHING] * limit + ["queued"] * (len(ids) - limit)
 
 

@@ -19,6 +19,28 @@ from tests.engine.helpers import attempts, of_type, send_command, states, wait_f
 
 STEPS, SAVE = 60, 10
 WORLD = "2 processes (gloo, cpu)"
+REPO = Path(__file__).resolve().parents[2]
+PAUSE_ROUNDS = 3  # "still paused" broadcasts both ranks take part in before the paused job is resumed
+TRACE_ENV = "NIGHTSCHOOL_TEST_EXCHANGES"
+# A sitecustomize for the job's processes (test only): each rank appends the flags of every exchange it takes part in
+# (engine.distributed.exchange: once per step, and once per PAUSE_POLL_S while paused) to the file $TRACE_ENV names.
+EXCHANGE_TRACE = r"""
+import json, os
+
+from engine import distributed
+
+_exchange = distributed.exchange
+
+
+def exchange(controls):
+    flags = _exchange(controls)
+    with open(os.environ["NIGHTSCHOOL_TEST_EXCHANGES"], "a") as trace:
+        trace.write(json.dumps([distributed.rank(), *(bool(f) for f in flags)]) + "\n")
+    return flags
+
+
+distributed.exchange = exchange
+"""
 
 
 # --- the launcher's options (no torch) ---------------------------------------------------------------
@@ -167,12 +189,34 @@ def _ranks(spec_path: str) -> tuple[list[psutil.Process], list[psutil.Process]]:
     return launchers, ranks
 
 
+def _exchanges(trace: Path) -> dict[int, list[tuple[bool, bool, bool]]]:
+    """The (stop, checkpoint, paused) flags each rank took, exchange by exchange (complete lines only)."""
+    by_rank: dict[int, list[tuple[bool, bool, bool]]] = {0: [], 1: []}
+    text = trace.read_text() if trace.is_file() else ""
+    for line in text.splitlines(keepends=True):
+        if line.endswith("\n"):
+            rank, *flags = json.loads(line)
+            by_rank[rank].append(tuple(flags))
+    return by_rank
+
+
+def _paused_exchanges(trace: Path) -> int:
+    """How many paused exchanges the rank that has taken the fewer has taken."""
+    return min(sum(flags[2] for flags in taken) for taken in _exchanges(trace).values())
+
+
 def _last_step(events: list) -> int:
     return max((e.body.step for e in of_type(events, "progress") if e.body.phase == "train"), default=-1)
 
 
-def test_two_cpu_processes_train_as_one_engine(manager, chat_file, tiny_model, no_gpu_env):
+def test_two_cpu_processes_train_as_one_engine(manager, chat_file, tiny_model, no_gpu_env, tmp_path):
     no_gpu_env.setenv("NIGHTSCHOOL_GPUS", "0")  # CPU processes even where the machine has GPUs
+    hook, trace = tmp_path / "hook", tmp_path / "exchanges.jsonl"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(EXCHANGE_TRACE)
+    pythonpath = [str(hook), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    no_gpu_env.setenv("PYTHONPATH", os.pathsep.join(pythonpath))
+    no_gpu_env.setenv(TRACE_ENV, str(trace))
     started = time.monotonic()
     job = manager.submit(chat_file, model=str(tiny_model), hyper=fast_hyper(max_steps=STEPS, save_steps=SAVE),
                          processes=2)
@@ -189,13 +233,24 @@ def test_two_cpu_processes_train_as_one_engine(manager, chat_file, tiny_model, n
     send_command(manager, job.id, "pause")
     events = wait_for_events(run_dir, lambda ev: "paused" in states(ev), alive=alive)
     paused_seq = [e.seq for e in of_type(events, "state") if e.body.state == "paused"][0]
-    time.sleep(1.5)  # several rounds of "still paused" between the ranks
+    # several rounds of "still paused" between the ranks: rank 0 re-broadcasts the pause, rank 1 takes each
+    deadline = time.monotonic() + 60
+    while _paused_exchanges(trace) < 1 + PAUSE_ROUNDS:  # the step's exchange that saw the pause, then the rounds
+        assert alive() and time.monotonic() < deadline, f"paused exchanges: {_exchanges(trace)}"
+        time.sleep(0.05)
     send_command(manager, job.id, "checkpoint_now")
     send_command(manager, job.id, "resume")
     events = wait_for_events(run_dir, lambda ev: any(c.body.reason == "requested" for c in of_type(ev, "checkpoint"))
                              and _last_step(ev) >= SAVE + 2, alive=alive)
     resumed_seq = [e.seq for e in of_type(events, "state") if e.seq > paused_seq][0]
     assert not of_type([e for e in events if paused_seq < e.seq < resumed_seq], "metrics"), "trained while paused"
+    taken = _exchanges(trace)
+    common = min(len(taken[0]), len(taken[1]))
+    assert taken[0][:common] == taken[1][:common], taken  # both ranks took the same flags, exchange by exchange
+    paused = [i for i, (_, _, is_paused) in enumerate(taken[1][:common]) if is_paused]
+    assert len(paused) >= 1 + PAUSE_ROUNDS and paused == list(range(paused[0], paused[-1] + 1)), taken[1]  # one pause
+    assert common > paused[-1] + 1, taken[1]  # then both went on exchanging, unpaused: resumed together
+    assert any(checkpoint for _, checkpoint, _ in taken[1][paused[0]:common]), taken[1]  # checkpoint_now reached rank 1
 
     # kill -9 of the job's process (the launcher) ends both ranks; the job resumes from its last good checkpoint
     os.kill(run.pid, signal.SIGKILL)

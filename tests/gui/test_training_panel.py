@@ -1,4 +1,5 @@
-"""GUI (offscreen): a dropped file starts a job, the charts get the streamed points, stop works, re-attach."""
+"""GUI (offscreen): a dropped file starts a job, the charts get the streamed points, a fatal alert shows its
+diagnosis, stop works, re-attach."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -55,17 +56,40 @@ def test_dropped_file_trains_and_the_loss_chart_fills(qtbot, make_window, chat_f
     gpu = panel.gpu_chart.points("GPU")
     assert (panel.gpu_chart.notice(), len(gpu)) in ((NO_GPU, 0), ("", 30))  # "no GPU", or its utilisation
     assert panel.reward_chart.isHidden()  # not an RL job
-    # the checker's alerts (this fast, high-lr run often has a gradient spike) are listed with their diagnosis
+    # the run's alerts, if any (this fast, high-lr run may have a gradient spike), are all listed, none invented;
+    # test_a_fatal_alert_is_listed_and_its_diagnosis_shown makes one for certain and checks its diagnosis
     run_dir = Path(window.controller.manager.latest_run(job_id).run_dir)
     alerts = [e.body for e in read_events(run_dir / "events.jsonl") if e.type == "alert"]
     assert [panel.alerts.row(i)["kind"] for i in range(panel.alerts.count())] == [a.kind for a in alerts]
     assert panel.alerts.badge.text() == str(len(alerts))
-    if alerts:
-        panel.alerts.select(0)
-        assert alerts[0].message in (run_dir / "diagnosis.md").read_text(encoding="utf-8")
-        assert alerts[0].message in panel.alerts.diagnosis_text()
     assert panel.table.text(job_id, "State") == "completed"
     assert panel.table.progress(job_id) == (30, 30)
+
+
+def test_a_fatal_alert_is_listed_and_its_diagnosis_shown(qtbot, make_window, chat_file, tiny_model, monkeypatch):
+    """A NaN written into a weight after step 3 (the engine's test fault) makes step 4's loss NaN: the checker stops
+    the run with a fatal alert, which the panel lists, selects at once and explains with its diagnosis.md section."""
+    monkeypatch.setenv("NIGHTSCHOOL_FAULT", "nan_loss@3")
+    window = make_window(max_steps=30)
+    panel = window.training
+    panel.model_box.setEditText(str(tiny_model))
+    assert drop(window, chat_file)
+    job_id = only_job(window)
+    qtbot.waitUntil(lambda: window.controller.jobs[job_id].final, timeout=TIMEOUT_MS)
+    assert window.controller.jobs[job_id].state == "failed"
+    run_dir = Path(window.controller.manager.latest_run(job_id).run_dir)
+    [alert] = [e.body for e in read_events(run_dir / "events.jsonl") if e.type == "alert"]
+    assert (alert.kind, alert.severity, alert.step) == ("nan", "fatal", 4)
+    assert alert.diagnosis_path == str(run_dir / "diagnosis.md")
+    assert alert.message in (run_dir / "diagnosis.md").read_text(encoding="utf-8")
+    qtbot.waitUntil(lambda: panel.alerts.count() == 1, timeout=5000)
+    row = panel.alerts.row(0)
+    assert (row["kind"], row["severity"], row["step"], row["message"], row["bold"]) == (
+        "nan", "fatal", 4, alert.message, True)
+    assert panel.alerts.badge.text() == "1" and panel.alerts.selected() == 0  # fatal: selected at once
+    shown = panel.alerts.diagnosis_text()
+    assert "FATAL nan at step 4" in shown and alert.message in shown and "Open the whole diagnosis.md" in shown
+    assert panel.table.text(job_id, "State") == "failed"
 
 
 def test_refused_file_shows_why_and_starts_nothing(qtbot, make_window, tmp_path):
