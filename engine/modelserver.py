@@ -1,8 +1,9 @@
 """The built-in model server (`python -m engine.modelserver --state-dir D --model GGUF --name N --sha256 H …`):
 llama-cpp-python's OpenAI-compatible server on loopback behind an API key, plus `/health` (public), and behind the
 key `/nightschool/status`, `/nightschool/switch` (the new model is loaded and answers once while the old one keeps
-serving; any failure leaves the old one), `/nightschool/rollback` (instant: the previous model stays loaded) and
-`/nightschool/shutdown`. Its state (pid, url, models) is `<state-dir>/server.json`, rewritten on every change."""
+serving; any failure leaves the old one), `/nightschool/rollback` (instant: the previous model stays loaded),
+`/nightschool/park` (the models leave memory for a training job; the OpenAI routes answer 503 with Retry-After until
+`/nightschool/unpark` loads them again) and `/nightschool/shutdown`. Its state (pid, url, models) is `<state-dir>/server.json`, rewritten on every change."""
 from __future__ import annotations
 
 import argparse
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import llama_cpp.server.app as server_app
 from fastapi import Depends, HTTPException
+from fastapi.responses import JSONResponse
 from llama_cpp.server.model import LlamaProxy
 from llama_cpp.server.settings import ModelSettings, ServerSettings
 from pydantic import BaseModel
@@ -25,6 +27,7 @@ from app.core.base.files import atomic_write
 from app.core.base.fingerprint import sha256_file
 
 STATE = "server.json"
+PARKED_RETRY_S = 600  # Retry-After while parked: a training stage takes minutes
 
 
 class Served(BaseModel):
@@ -67,10 +70,12 @@ class Slots(LlamaProxy):
 
     current: Slot
     standby: Slot | None = None
+    parked: list[Served] | None = None  # while parked: what to load again (current, then standby)
 
     def __init__(self, models: list[ModelSettings]) -> None:  # noqa: D107 - set up by main() before serving
         self._model_settings_dict = {}
         self.standby = None
+        self.parked = None
 
     def __call__(self, model: str | None = None):
         return self.current.llama
@@ -88,8 +93,24 @@ class Slots(LlamaProxy):
 
     def free(self) -> None:
         for slot in (self.current, self.standby):
-            if slot is not None:
+            if slot is not None and slot.llama is not None:
                 slot.llama.close()
+
+    def park(self) -> None:
+        """Free both models' memory; the slots keep what they were."""
+        if self.parked is None:
+            self.parked = [s.info for s in (self.current, self.standby) if s is not None]
+            self.free()
+            for slot in (self.current, self.standby):
+                if slot is not None:
+                    slot.llama = None
+
+    def unpark(self, n_ctx: int) -> None:
+        if self.parked is None:
+            return
+        infos, self.parked = self.parked, None
+        slots = [load_slot(info, n_ctx) for info in infos]
+        self.current, self.standby = slots[0], (slots[1] if len(slots) > 1 else None)
 
 
 class Switch(BaseModel):
@@ -126,7 +147,8 @@ class Server:
         proxy = _proxy()
         return {"pid": os.getpid(), "url": f"http://{self.args.host}:{self.port}/v1", "host": self.args.host,
                 "port": self.port, "started_at": self.started, "current": proxy.current.info.model_dump(),
-                "standby": proxy.standby.info.model_dump() if proxy.standby else None}
+                "standby": proxy.standby.info.model_dump() if proxy.standby else None,
+                "parked": proxy.parked is not None}
 
     def write_state(self) -> None:
         atomic_write(self.state_dir / STATE, json.dumps(self.status(), indent=1))
@@ -160,6 +182,31 @@ class Server:
                 if proxy.standby is None:
                     raise HTTPException(status_code=409, detail="no previous model is loaded")
                 proxy.swap()
+                self.write_state()
+            return self.status()
+
+        @app.middleware("http")
+        async def parked_answers_503(request, call_next):
+            if _proxy().parked is not None and request.url.path.startswith("/v1/"):
+                return JSONResponse({"error": {"message": "the model is parked while the night school trains",
+                                               "type": "parked"}}, status_code=503,
+                                    headers={"Retry-After": str(PARKED_RETRY_S)})
+            return await call_next(request)
+
+        @app.post("/nightschool/park", dependencies=auth)
+        async def park() -> dict:
+            async with _locked() as proxy:
+                proxy.park()
+                self.write_state()
+            return self.status()
+
+        @app.post("/nightschool/unpark", dependencies=auth)
+        async def unpark() -> dict:
+            async with _locked() as proxy:
+                try:
+                    await run_in_threadpool(proxy.unpark, self.args.n_ctx)
+                except Exception as exc:
+                    raise HTTPException(status_code=422, detail=f"the parked model could not be loaded: {exc}") from exc
                 self.write_state()
             return self.status()
 

@@ -12,9 +12,9 @@ def test_migrated_schema_and_wal(store, ns_home):
     con = sqlite3.connect(store.path)
     tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
     assert {"jobs", "runs", "checkpoints", "alembic_version", "sessions", "messages", "capture_files", "imports",
-            "quarantine", "datasets", "built_datasets", "dataset_sessions", "heldout"} <= tables
+            "quarantine", "datasets", "built_datasets", "dataset_sessions", "heldout", "cycles", "session_marks"} <= tables
     assert con.execute("pragma journal_mode").fetchone()[0] == "wal"
-    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0006"
+    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0007"
 
 
 def test_the_orm_tables_match_the_migrations(store):

@@ -1,18 +1,16 @@
 """The training queue: one scheduler over the jobs table (priorities, FIFO within, pause, stop, retry, reorder)."""
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import func, select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import aliased
 
-from app.core.base import paths
+from app.core.base import paths, settings
 from app.core.base.errors import Explained
-from app.core.base.schema import Job, Run, Setting, utcnow
+from app.core.base.schema import Job, Run, utcnow
 from app.core.base.store import Store
 from app.core.queue import eta
 from app.core.queue.control import EngineUnreachable, send_command, terminate
@@ -59,14 +57,10 @@ class Queue:
 
     # --- settings ----------------------------------------------------------------------------
     def setting(self, key: str, default=None):
-        with self.store.session() as s:
-            row = s.get(Setting, key)
-            return json.loads(row.value) if row else default
+        return settings.get(self.store, key, default)
 
     def set_setting(self, key: str, value) -> None:
-        stmt = sqlite_insert(Setting).values(key=key, value=json.dumps(value))
-        with self.store.session() as s:
-            s.execute(stmt.on_conflict_do_update(index_elements=[Setting.key], set_={"value": stmt.excluded.value}))
+        settings.put(self.store, key, value)
 
     def paused(self) -> bool:
         return bool(self.setting(PAUSED_KEY, False))

@@ -167,6 +167,23 @@ def swap_back() -> dict:
     return body
 
 
+def park() -> dict:
+    """Free the served models' memory for a training job; the API answers 503 with Retry-After until unpark()."""
+    code, body = request("POST", "/nightschool/park")
+    if code != 200:
+        raise ShipError("the server could not park its model", why=str(body.get("detail", body)))
+    return body
+
+
+def unpark() -> dict:
+    """Load the parked models again (the same files, hash-checked)."""
+    code, body = request("POST", "/nightschool/unpark", timeout=600)
+    if code != 200:
+        raise ShipError("the parked model could not be loaded again", why=str(body.get("detail", body)),
+                        fix="deploy it again or roll back (nightschool rollback)")
+    return body
+
+
 def chat(messages: list[dict], max_tokens: int = 256, temperature: float = 0.0, key: str | None = "") -> dict:
     """One chat completion from the served model (OpenAI response)."""
     code, body = request("POST", "/v1/chat/completions", {"messages": messages, "max_tokens": max_tokens,

@@ -1,0 +1,1 @@
+"""The runtime: one per data dir, Qt-free; it owns the background loops (capture, queue, server keeper, cycles)."""

@@ -1,0 +1,124 @@
+"""Cycle rows: create, read, and the stage bookkeeping that makes a restart resume a stage instead of repeating it."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from app.core.base.schema import CycleRow, utcnow
+from app.core.base.store import Store
+
+STAGES = ("building", "training", "refining", "judging", "exporting", "deploying")
+ACTIVE = ("running", "approval")  # a cycle in one of these states is the current cycle
+ENDED = ("done", "refused", "failed")
+
+
+@dataclass
+class Cycle:
+    """A cycle row with its JSON columns decoded."""
+
+    id: int
+    base_model: str
+    stage: str
+    state: str
+    trigger: str = ""
+    inputs: dict = field(default_factory=dict)
+    outputs: dict = field(default_factory=dict)
+    times: dict = field(default_factory=dict)
+    starts: dict = field(default_factory=dict)
+    resumes: dict = field(default_factory=dict)
+    reason: str = ""
+    report: dict = field(default_factory=dict)
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+    ended_at: datetime | None = None
+
+    @classmethod
+    def of(cls, row: CycleRow) -> Cycle:
+        decoded = {name: json.loads(getattr(row, f"{name}_json") or "{}")
+                   for name in ("inputs", "outputs", "times", "starts", "resumes", "report")}
+        return cls(row.id, row.base_model, row.stage, row.state, row.trigger, reason=row.reason,
+                   started_at=row.started_at, updated_at=row.updated_at, ended_at=row.ended_at, **decoded)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items()}
+        for key in ("started_at", "updated_at", "ended_at"):
+            out[key] = out[key].isoformat() if out[key] else None
+        return out
+
+
+def create(store: Store, base_model: str, trigger: str, inputs: dict) -> Cycle:
+    with store.session() as s:
+        row = CycleRow(base_model=base_model, stage=STAGES[0], state="running", trigger=trigger,
+                       inputs_json=json.dumps(inputs))
+        s.add(row)
+        s.flush()
+        return Cycle.of(row)
+
+
+def get(store: Store, cycle_id: int) -> Cycle | None:
+    with store.session() as s:
+        row = s.get(CycleRow, cycle_id)
+        return Cycle.of(row) if row else None
+
+
+def current(store: Store) -> Cycle | None:
+    with store.session() as s:
+        row = s.scalars(select(CycleRow).where(CycleRow.state.in_(ACTIVE)).order_by(CycleRow.id.desc())).first()
+        return Cycle.of(row) if row else None
+
+
+def history(store: Store, limit: int = 20) -> list[Cycle]:
+    with store.session() as s:
+        return [Cycle.of(r) for r in s.scalars(select(CycleRow).order_by(CycleRow.id.desc()).limit(limit))]
+
+
+def last_ended(store: Store) -> Cycle | None:
+    with store.session() as s:
+        row = s.scalars(select(CycleRow).where(CycleRow.state.in_(ENDED)).order_by(CycleRow.id.desc())).first()
+        return Cycle.of(row) if row else None
+
+
+def update(store: Store, cycle_id: int, **changes: Any) -> Cycle:
+    """Write changes (JSON fields by their plain names) in one transaction."""
+    with store.session() as s:
+        row = s.get(CycleRow, cycle_id)
+        for key, value in changes.items():
+            if key in ("inputs", "outputs", "times", "starts", "resumes", "report"):
+                setattr(row, f"{key}_json", json.dumps(value, default=str))
+            else:
+                setattr(row, key, value)
+        row.updated_at = utcnow()
+        s.flush()
+        return Cycle.of(row)
+
+
+def begin_stage(store: Store, cycle: Cycle, stage: str) -> tuple[Cycle, bool]:
+    """Enter `stage`: a first entry counts a start; entering it again after a restart counts a resume.
+    Returns (cycle, resumed)."""
+    times = dict(cycle.times)
+    resumed = stage in cycle.starts
+    if resumed:
+        resumes = {**cycle.resumes, stage: cycle.resumes.get(stage, 0) + 1}
+        return update(store, cycle.id, stage=stage, resumes=resumes), True
+    times[stage] = {"started": utcnow().isoformat(), "ended": None, "seconds": None}
+    starts = {**cycle.starts, stage: 1}
+    return update(store, cycle.id, stage=stage, times=times, starts=starts), False
+
+
+def end_stage(store: Store, cycle: Cycle, stage: str, output: dict) -> Cycle:
+    """Record what a stage produced and when it ended (its time counts from its first start)."""
+    times = dict(cycle.times)
+    entry = dict(times.get(stage) or {"started": utcnow().isoformat()})
+    ended = utcnow()
+    entry["ended"] = ended.isoformat()
+    entry["seconds"] = round((ended - datetime.fromisoformat(entry["started"])).total_seconds(), 3)
+    times[stage] = entry
+    return update(store, cycle.id, times=times, outputs={**cycle.outputs, stage: output})
+
+
+def finish(store: Store, cycle: Cycle, state: str, reason: str = "", report: dict | None = None) -> Cycle:
+    return update(store, cycle.id, state=state, reason=reason, report=report or cycle.report, ended_at=utcnow())

@@ -1,0 +1,91 @@
+"""Exactly one runtime per data dir: an flock on runtime.lock (the kernel drops it when the holder dies, so a stale
+lock is taken over) and runtime.json naming the holder (pid + start time, its status channel and token)."""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.core.base import files, paths, procs
+from app.core.base.errors import Explained
+
+LOCK, INFO = "runtime.lock", "runtime.json"
+
+
+class RuntimeBusy(Explained):
+    """Another process runs this data dir's runtime."""
+
+    def __init__(self, holder: dict) -> None:
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(holder.get("started") or 0))
+        super().__init__(f"the night school already runs in {holder.get('role', 'another process')} "
+                         f"(pid {holder.get('pid')}, since {since})",
+                         why="one runtime per data dir schedules the work; a second would start jobs twice",
+                         fix="attach to it (the window and `nightschool school status` do), or stop it first "
+                             "(`nightschool daemon stop` / quit the window)")
+        self.holder = holder
+
+
+def runtime_dir() -> Path:
+    path = paths.data_dir() / "runtime"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def holder() -> dict | None:
+    """The live runtime's runtime.json, or None when no live process holds the lock."""
+    try:
+        info = json.loads((runtime_dir() / INFO).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if procs.live_process(info.get("pid"), info.get("started")) is None:
+        return None
+    return info if _locked() else None
+
+
+def _locked() -> bool:
+    """Whether some process holds the flock (tried without taking it for long)."""
+    fd = os.open(runtime_dir() / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the flock if this call took it
+    return False
+
+
+@dataclass
+class RuntimeLock:
+    """Held for the runtime's life; release() (or the process's death) frees it."""
+
+    fd: int
+    info: dict
+
+    @classmethod
+    def acquire(cls, role: str, channel: str = "", token: str = "") -> RuntimeLock:
+        fd = os.open(runtime_dir() / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            found = holder() or {"pid": "unknown", "role": "another process"}
+            raise RuntimeBusy(found) from None
+        info = {"pid": os.getpid(), "started": procs.start_time(os.getpid()), "role": role, "channel": channel,
+                "token": token}
+        files.atomic_write(runtime_dir() / INFO, json.dumps(info), mode=0o600)
+        return cls(fd, info)
+
+    def update(self, **values) -> None:
+        self.info.update(values)
+        files.atomic_write(runtime_dir() / INFO, json.dumps(self.info), mode=0o600)
+
+    def release(self) -> None:
+        if self.fd < 0:
+            return
+        (runtime_dir() / INFO).unlink(missing_ok=True)
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = -1

@@ -1,0 +1,119 @@
+"""When the school learns and what it does with the result: the cycle policy, stored in settings, validated per key."""
+from __future__ import annotations
+
+import re
+from datetime import datetime, time, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from app.core.base import settings
+from app.core.base.errors import Explained
+from app.core.base.store import Store
+
+KEY = "school.policy"
+PAUSED_KEY = "school.paused"
+_WINDOW = re.compile(r"^(\d{1,2}):(\d{2})-(\d{1,2}):(\d{2})$")
+
+
+class PolicyError(Explained, ValueError):
+    """A policy value that cannot be used; names the key and the accepted values."""
+
+
+class Policy(BaseModel):
+    """What starts a cycle, how it is refined and what happens with a model that passes the gate."""
+
+    min_sessions: int = Field(50, ge=0)  # new usable sessions since the last cycle
+    window: str = "02:00-06:00"  # local time a cycle may start in ("HH:MM-HH:MM", may wrap midnight) or "any"
+    cooldown_min: float = Field(60.0, ge=0)  # minutes between the end of a cycle and the start of the next
+    deploy: Literal["auto", "ask", "never"] = "ask"  # ask until the gate is statistically sound
+    refine_every: int = Field(2, ge=0)  # every k-th cycle refines after SFT (0: never)
+    refine: Literal["preference", "rl"] = "preference"
+    on_battery: bool = False  # start a cycle on battery power
+    max_load: float = Field(0.8, gt=0)  # 1-minute load average per core above which the machine counts as busy
+    free_served: Literal["gpu", "always", "never"] = "gpu"  # unload the served model before training
+    training_peak_mb: int = Field(0, ge=0)  # the training job's expected peak RAM (0: estimate it)
+    max_steps: int = Field(0, ge=0)  # training steps per cycle (0: the recipe's plan)
+    quant: str = "q4_k_m"
+    base_model: str = "default"
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, value: str) -> str:
+        if value != "any" and window_bounds(value) is None:
+            raise ValueError("a window is HH:MM-HH:MM (e.g. 02:00-06:00) or 'any'")
+        return value
+
+
+def window_bounds(text: str) -> tuple[time, time] | None:
+    match = _WINDOW.match(text.strip())
+    if not match:
+        return None
+    h1, m1, h2, m2 = map(int, match.groups())
+    if h1 > 23 or h2 > 24 or m1 > 59 or m2 > 59:
+        return None
+    return time(h1, m1), time(0, 0) if h2 == 24 else time(h2, m2)
+
+
+def in_window(policy: Policy, now: datetime) -> bool:
+    if policy.window == "any":
+        return True
+    start, end = window_bounds(policy.window)
+    t = now.time()
+    return start <= t < end if start < end else (t >= start or t < end)
+
+
+def next_window(policy: Policy, now: datetime) -> datetime | None:
+    """When the window next opens (None when it is open or always open)."""
+    if in_window(policy, now):
+        return None
+    start, _ = window_bounds(policy.window)
+    at = now.replace(hour=start.hour, minute=start.minute, second=0, microsecond=0)
+    return at if at > now else at + timedelta(days=1)
+
+
+def load(store: Store) -> Policy:
+    try:
+        return Policy.model_validate(settings.get(store, KEY, {}) or {})
+    except ValidationError:
+        return Policy()  # a hand-edited row that no longer validates: the defaults, until it is set again
+
+
+def accepted(key: str) -> str:
+    """The values a key accepts, in words."""
+    field = Policy.model_fields[key]
+    args = getattr(field.annotation, "__args__", None)
+    if args and all(isinstance(a, str) for a in args):
+        return " | ".join(args)
+    if key == "window":
+        return "HH:MM-HH:MM (e.g. 02:00-06:00) or any"
+    kind = {int: "a whole number", float: "a number", bool: "true | false", str: "text"}.get(field.annotation, "text")
+    words = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    bounds = [f"{sign} {getattr(m, op)}" for m in field.metadata for op, sign in words.items()
+              if getattr(m, op, None) is not None]
+    return kind + (f" ({', '.join(bounds)})" if bounds else "")
+
+
+def set_value(store: Store, key: str, raw: Any) -> Policy:
+    """Change one key (raw may be text from a command line); a bad key or value is refused with what is accepted."""
+    if key not in Policy.model_fields:
+        raise PolicyError(f"there is no policy key {key!r}", fix=f"use one of: {', '.join(Policy.model_fields)}")
+    current = load(store).model_dump()
+    if isinstance(raw, str) and Policy.model_fields[key].annotation is bool:
+        raw = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False,
+               "0": False}.get(raw.strip().lower(), raw)
+    try:
+        policy = Policy.model_validate({**current, key: raw})
+    except ValidationError as exc:
+        why = exc.errors()[0]["msg"]
+        raise PolicyError(f"{key} cannot be {raw!r}", why=why, fix=f"{key} accepts {accepted(key)}") from None
+    settings.put(store, KEY, policy.model_dump())
+    return policy
+
+
+def paused(store: Store) -> bool:
+    return bool(settings.get(store, PAUSED_KEY, False))
+
+
+def set_paused(store: Store, value: bool) -> None:
+    settings.put(store, PAUSED_KEY, bool(value))

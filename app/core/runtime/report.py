@@ -1,0 +1,80 @@
+"""A cycle's report card: what it learned from, how long each stage took, the held-out metrics of base / previous /
+candidate with deltas, the gate's verdict in words, what was deployed, and examples it gained or lost."""
+from __future__ import annotations
+
+from app.core.base.schema import EvalRow
+from app.core.base.store import Store
+from app.core.runtime.cycles import Cycle
+
+EXAMPLES = 3
+
+
+def _generations(store: Store, eval_id: int | None) -> dict[str, dict]:
+    from app.core.judge.evaluate import generations
+
+    if not eval_id:
+        return {}
+    with store.session() as s:
+        row = s.get(EvalRow, eval_id)
+    return {g["key"]: g for g in generations(row)} if row else {}
+
+
+def _examples(store: Store, evals: dict) -> tuple[list[dict], list[dict]]:
+    """Next actions the candidate now agrees on and the previous model did not (gained), and the reverse (lost)."""
+    cand = _generations(store, evals.get("candidate"))
+    prev = _generations(store, evals.get("deployed") or evals.get("base"))
+    gained, lost = [], []
+    for key, c in cand.items():
+        p = prev.get(key)
+        if p is None or (c["outcome"] == "agree") == (p["outcome"] == "agree"):
+            continue
+        item = {"prompt": c["prompt"][-600:], "teacher": c["teacher"][:600], "before": p["student"][:600],
+                "after": c["student"][:600], "outcome_before": p["outcome"], "outcome_after": c["outcome"]}
+        (gained if c["outcome"] == "agree" else lost).append(item)
+    return gained[:EXAMPLES], lost[:EXAMPLES]
+
+
+def _deltas(metrics: dict) -> dict:
+    """metric -> {base, previous, candidate, vs_base, vs_previous}."""
+    from app.core.judge.report import METRICS
+
+    base, cand = metrics.get("base", {}), metrics.get("candidate", {})
+    prev = metrics.get("deployed") or base
+    out = {}
+    for name in METRICS:
+        b, p, c = base.get(name), prev.get(name), cand.get(name)
+        out[name] = {"base": b, "previous": p, "candidate": c,
+                     "vs_base": None if b is None or c is None else round(c - b, 4),
+                     "vs_previous": None if p is None or c is None else round(c - p, 4)}
+    return out
+
+
+def _summary(cycle: Cycle, deltas: dict, verdict: str) -> str:
+    agreement = deltas.get("agreement", {})
+    loss = deltas.get("loss", {})
+    parts = [f"cycle {cycle.id}"]
+    for words, m in (("held-out loss", loss), ("agreement", agreement)):
+        if m.get("candidate") is not None and m.get("previous") is not None:
+            parts.append(f"{words} {m['previous']:.3f} → {m['candidate']:.3f}")
+    if verdict:
+        parts.append(f"gate: {verdict}")
+    return ", ".join(parts)
+
+
+def report_card(store: Store, cycle: Cycle) -> dict:
+    built = cycle.outputs.get("building") or {}
+    trained = cycle.outputs.get("training") or {}
+    judged = cycle.outputs.get("judging") or {}
+    deployed = cycle.outputs.get("deploying") or {}
+    deltas = _deltas(judged.get("metrics") or {}) if judged else {}
+    gained, lost = _examples(store, judged.get("evals") or {}) if judged else ([], [])
+    return {
+        "dataset": built.get("dataset"), "fingerprint": built.get("fingerprint"), "examples": built.get("examples"),
+        "sessions": cycle.inputs.get("new_sessions"), "steps": trained.get("steps"),
+        "checkpoint": judged.get("checkpoint") or trained.get("checkpoint"),
+        "times": {stage: t.get("seconds") for stage, t in cycle.times.items()},
+        "metrics": deltas, "verdict": judged.get("verdict"), "reasons": judged.get("reasons", []),
+        "deployed": deployed.get("deployed"), "deployed_sha256": deployed.get("sha256"),
+        "export": (cycle.outputs.get("exporting") or {}).get("export"),
+        "gained": gained, "lost": lost, "summary": _summary(cycle, deltas, judged.get("verdict") or ""),
+    }

@@ -1,0 +1,166 @@
+"""The runtime: holds the data dir's lock and runs every background loop on its own thread — capture, the queue's
+scheduler, the model-server keeper, the cycle orchestrator — with one bus and a status channel for viewers. The same
+code runs inside the window or the daemon."""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from app.core.base.store import Store
+from app.core.runtime import lock as L
+from app.core.runtime.bus import Bus
+from app.core.runtime.channel import StatusChannel
+from app.core.runtime.orchestrator import Orchestrator
+
+log = logging.getLogger("nightschool.runtime")
+TICK_S = 1.0  # the queue's scheduler
+CYCLE_S = 5.0  # the orchestrator looks at its triggers at least this often
+KEEP_S = 30.0  # the model-server keeper
+
+
+class Runtime:
+    """start() takes the lock (RuntimeBusy when another process holds it) and starts the loops; stop() ends them and
+    leaves running engines alone (they are re-attached at the next start)."""
+
+    def __init__(self, role: str = "daemon", store: Store | None = None, capture: bool = True, keeper: bool = True,
+                 tick_s: float = TICK_S, cycle_s: float = CYCLE_S) -> None:
+        self.role, self.store = role, store or Store()
+        self.capture_on, self.keeper_on, self.tick_s, self.cycle_s = capture, keeper, tick_s, cycle_s
+        self.bus = Bus()
+        self.stopping = threading.Event()
+        self.wake_up = threading.Event()
+        self.lock: L.RuntimeLock | None = None
+        self.channel: StatusChannel | None = None
+        self.capture = None
+        self.queue = None
+        self.orchestrator: Orchestrator | None = None
+        self._threads: list[threading.Thread] = []
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> Runtime:
+        from app.core.queue.scheduler import Queue
+
+        self.lock = L.RuntimeLock.acquire(self.role)
+        self.channel = StatusChannel(self.bus, L.runtime_dir(), self.snapshot)
+        self.channel.start()
+        self.lock.update(channel=str(self.channel.path), token=self.channel.token)
+        self.queue = Queue(self.store)
+        self.orchestrator = Orchestrator(self.store, self.bus, self.queue, self.stopping)
+        if self.capture_on:
+            self._start_capture()
+        self._spawn("runtime-queue", self._tick_loop)
+        if self.keeper_on:
+            self._spawn("runtime-keeper", self._keep_loop)
+        self._spawn("runtime-cycles", self._cycle_loop)
+        self.bus.publish("runtime.started", role=self.role, pid=self.lock.info["pid"])
+        log.info("runtime started (%s, pid %s)", self.role, self.lock.info["pid"])
+        return self
+
+    def stop(self) -> None:
+        if self.stopping.is_set():
+            return
+        self.stopping.set()
+        self.wake_up.set()
+        if self.capture is not None:
+            self.capture.stop()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        self.bus.publish("runtime.stopped", role=self.role)
+        if self.channel is not None:
+            self.channel.stop()
+        if self.lock is not None:
+            self.lock.release()
+        log.info("runtime stopped")
+
+    def wake(self) -> None:
+        """Look at the cycle now (a session was captured, a command came)."""
+        self.wake_up.set()
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=self._guarded(name, target), name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _guarded(self, name: str, target: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target()
+            except Exception as exc:  # noqa: BLE001 - said on the bus and in the log; the others go on
+                log.exception("%s stopped", name)
+                self.bus.publish("runtime.error", loop=name, message=f"{type(exc).__name__}: {exc}")
+        return run
+
+    # --- loops ---------------------------------------------------------------------------------
+    def _start_capture(self) -> None:
+        from app.core.capture.ingest import Ingestor
+        from app.core.capture.sources import CaptureConfig
+        from app.core.capture.watcher import CaptureService
+
+        def ingested(result) -> None:
+            self.bus.publish("capture", path=str(result.path), agent=result.agent, sessions=result.sessions,
+                             stored=result.stored)
+            self.wake()
+
+        self.capture = CaptureService(Ingestor(self.store, CaptureConfig.load()), on_ingest=ingested)
+        self.capture.start()
+
+    def _tick_loop(self) -> None:
+        while not self.stopping.is_set():
+            report = self.queue.tick()
+            for job_id in report.started:
+                self.bus.publish("job.started", job=job_id)
+            for job_id, state in report.ended:
+                self.bus.publish("job.ended", job=job_id, state=state)
+                self._fatal_alert(job_id, state)
+                self.wake()
+            for job_id, why in report.failed_to_start:
+                self.bus.publish("job.ended", job=job_id, state="failed", reason=why)
+            self.stopping.wait(self.tick_s)
+
+    def _fatal_alert(self, job_id: str, state: str) -> None:
+        if state != "failed":
+            return
+        from app.core.train.events import read_events
+
+        run = self.queue.manager.latest_run(job_id)
+        events = read_events(Path(run.run_dir) / "events.jsonl") if run else []
+        for env in events:
+            if env.type == "alert" and getattr(env.body, "severity", "") == "fatal":
+                self.bus.publish("alert.fatal", job=job_id, kind=env.body.kind, message=env.body.message)
+                return
+
+    def _keep_loop(self) -> None:
+        from app.core.base import settings
+        from app.core.runtime.resources import PARKED_KEY
+        from app.core.ship import serving
+        from app.core.ship.deploy import ensure_serving
+
+        while not self.stopping.is_set():
+            if not settings.get(self.store, PARKED_KEY, False):
+                try:
+                    was = serving.state()
+                    state = ensure_serving(self.store)
+                    if was is None and state is not None:
+                        self.bus.publish("server.restarted", url=state.get("url"),
+                                         model=(state.get("current") or {}).get("name"))
+                except Exception as exc:  # noqa: BLE001 - the keeper tries again; the reason is shown
+                    self.bus.publish("server.error", message=str(exc))
+            self.stopping.wait(KEEP_S)
+
+    def _cycle_loop(self) -> None:
+        while not self.stopping.is_set():
+            self.wake_up.clear()
+            try:
+                self.orchestrator.step()
+            except Exception as exc:  # noqa: BLE001 - the cycle's own failures are recorded by the orchestrator
+                log.exception("cycle step failed")
+                self.bus.publish("runtime.error", loop="cycles", message=f"{type(exc).__name__}: {exc}")
+            self.wake_up.wait(self.cycle_s)
+
+    # --- views -----------------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        from app.core.runtime.school import School
+
+        return School(self.store).status()
