@@ -7,14 +7,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("app", "engine", "widgets")
 # Lower layers never import higher ones. widgets are views given data: they import only widgets (and Qt).
-LAYERS = [("app.core.base", 0), ("app.core", 1), ("app.ui", 2), ("app.cli", 2), ("engine", 1), ("widgets", 0)]
+LAYERS = [("app.core.base", 0), ("app.core", 1), ("app.ui", 2), ("app.cli", 2), ("app.mcp", 2), ("engine", 1),
+          ("widgets", 0)]
 MAY_IMPORT = {  # layer owner -> prefixes it may import from this project
     "widgets": ("widgets",),
     "app.core.base": ("app.core.base",),
     "app.core": ("app.core",),
     "engine": ("engine", "app.core"),
     "app.ui": ("app.ui", "app.core", "widgets"),
-    "app.cli": ("app.cli", "app.core", "app.ui"),  # the CLI opens the window (app.ui.main) when there is a display
+    "app.mcp": ("app.mcp", "app.core"),  # an adapter over the core's facade, like the CLI
+    "app.cli": ("app.cli", "app.core", "app.ui", "app.mcp"),  # the CLI opens the window, or serves MCP
 }
 
 

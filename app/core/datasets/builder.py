@@ -12,7 +12,7 @@ from typing import Any, Callable, Protocol
 
 from sqlalchemy import select
 
-from app.core.base.schema import AgentSession, MessageRow
+from app.core.base.schema import AgentSession, MessageRow, SessionMark
 from app.core.base.store import Store
 from app.core.capture.scrub import Scrubber
 from app.core.datasets import checks, dedup, filters, manifest as M, windows
@@ -75,13 +75,28 @@ def _quiet(*_: Any) -> None:
     return None
 
 
+def _marks(store: Store) -> dict[str, float]:
+    """Session weights a person or an agent gave (nightschool school / the MCP tool): 0 = bad, > 1 = good."""
+    with store.session() as s:
+        return {m.session_id: m.weight for m in s.scalars(select(SessionMark))}
+
+
 def load_conversations(store: Store, config: BuildConfig, b: Build, progress: Progress) -> list[Conversation]:
     """Stored sessions through the filters and into conversations, oldest first."""
     with store.session() as s:
         sessions = list(s.scalars(select(AgentSession).order_by(AgentSession.started_at, AgentSession.id)))
     b.counts["sessions"] = len(sessions)
+    marks = _marks(store)
+    bad = {sid for sid, weight in marks.items() if weight <= 0}
+    sessions = [sess for sess in sessions if sess.id not in bad]
+    if len(sessions) < b.counts["sessions"]:
+        b.filters["marked bad"] = b.counts["sessions"] - len(sessions)
     kept, removed = filters.apply(sessions, config.filters)
     b.filters.update({name: removed.get(name, 0) for name, _ in filters.rules(config.filters)})
+    rescued = [sess for sess in sessions if marks.get(sess.id, 1.0) > 1.0 and sess not in kept]
+    if rescued:  # a session marked good is kept whatever the filters say
+        b.counts["kept: marked good"] = len(rescued)
+        kept = sorted(kept + rescued, key=lambda sess: (sess.started_at, sess.id))
     out = []
     with store.session() as s:
         for i, sess in enumerate(kept):
