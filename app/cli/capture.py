@@ -36,12 +36,20 @@ def _progress(bar):
     return step
 
 
-def cmd_status(_args) -> int:
+def cmd_status(args) -> int:
     from app.core.capture.queries import CaptureQueries
     from app.core.capture.watcher import CaptureService
 
     ingestor = _ingestor()
     totals = CaptureQueries(ingestor.store).totals()
+    if getattr(args, "json", False):
+        from dataclasses import asdict
+
+        from app.cli.common import print_json
+
+        return print_json({"sources": [asdict(s) for s in CaptureService(ingestor).status()],
+                           "totals": asdict(totals), "include": ingestor.config.include,
+                           "exclude": ingestor.config.exclude})
     print("Sources:")
     for s in CaptureService(ingestor).status():
         state = "found" if s.state in ("watching", "stopped") else s.state
@@ -145,7 +153,9 @@ def register(sub) -> None:
     """Add the capture and hooks commands to the main parser's subcommands."""
     cap = sub.add_parser("capture", help="agent transcripts: status, scan the agents' folders, import files")
     csub = cap.add_subparsers(title="capture commands", required=True)
-    csub.add_parser("status", help="sources, sessions and counts").set_defaults(func=cmd_status)
+    st = csub.add_parser("status", help="sources, sessions and counts")
+    st.add_argument("--json", action="store_true", help="print sources and counts as JSON")
+    st.set_defaults(func=cmd_status)
     csub.add_parser("scan", help="ingest what changed under the agents' folders").set_defaults(func=cmd_scan)
     imp = csub.add_parser("import", help="import transcript or dataset files and folders")
     imp.add_argument("paths", nargs="+", metavar="PATH")

@@ -1,7 +1,10 @@
 """What the CLI's commands share: the store, a worker's progress as tqdm bars, refusals printed as sentences."""
 from __future__ import annotations
 
+import json
 import sys
+from datetime import date, datetime, timezone
+from pathlib import PurePath
 
 from tqdm import tqdm
 
@@ -49,3 +52,41 @@ def refusals(fn) -> int:
     except Explained as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _plain(value):
+    """json.dumps' fallback: datetimes as ISO 8601 (the store's naive times are UTC and say so), paths as text."""
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def print_json(data) -> int:
+    """`--json`: the data as one JSON document on stdout, nothing else; exit code 0."""
+    print(json.dumps(data, indent=2, default=_plain, ensure_ascii=False))
+    return 0
+
+
+def row_dict(row, exclude: tuple[str, ...] = ()) -> dict:
+    """An ORM row's columns as plain values; `<name>_json` text columns decoded under `<name>`."""
+    from sqlalchemy import inspect
+
+    out = {}
+    for attr in inspect(row).mapper.column_attrs:
+        key = attr.key
+        if key in exclude:
+            continue
+        value = getattr(row, key)
+        if key.endswith("_json") and isinstance(value, str):
+            try:
+                key, value = key[:-5], json.loads(value)
+            except ValueError:
+                pass
+        out[key] = value
+    return json.loads(json.dumps(out, default=_plain))

@@ -111,10 +111,14 @@ def _summary(ds) -> None:
     print(f"  fingerprint {ds.fingerprint}\n  folder {ds.path}")
 
 
-def cmd_list(_args) -> int:
+def cmd_list(args) -> int:
     from app.core.datasets.catalog import Registry
 
     rows = Registry(open_store()).all()
+    if getattr(args, "json", False):
+        from app.cli.common import print_json, row_dict
+
+        return print_json([row_dict(d, exclude=("manifest_json",)) for d in rows])
     if not rows:
         print("no datasets yet: `nightschool dataset build`")
         return 0
@@ -254,7 +258,9 @@ def register(sub) -> None:
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--no-dropped", action="store_true", help="leave out your dropped preference files")
     p.set_defaults(func=cmd_pairs)
-    dsub.add_parser("list", help="built datasets").set_defaults(func=cmd_list)
+    ls = dsub.add_parser("list", help="built datasets")
+    ls.add_argument("--json", action="store_true", help="print the datasets as JSON (manifests: dataset show)")
+    ls.set_defaults(func=cmd_list)
     s = dsub.add_parser("show", help="manifest, filters, exclusions; --example ID|N previews one")
     s.add_argument("name")
     s.add_argument("--example")

@@ -156,11 +156,24 @@ def _print_lineage(d: dict) -> None:
         print(f"verdict {v['id']}: {v['verdict']} — " + "; ".join(v["reasons"][:3]))
 
 
-def cmd_checkpoints(_args) -> int:
+def cmd_checkpoints(args) -> int:
     from app.core.judge.records import all_checkpoints, deployed, passing_verdict
 
     store = open_store()
     found = all_checkpoints(store)
+    if getattr(args, "json", False):
+        from app.cli.common import print_json
+
+        def deployed_id(base_model: str):
+            dep = deployed(store, base_model)
+            return dep.checkpoint_id if dep else None
+
+        return print_json([{"id": t.id, "label": t.label, "job": t.job.id if t.job else None,
+                            "kind": t.checkpoint.kind, "step": t.checkpoint.step, "base_model": t.base_model,
+                            "path": t.checkpoint.path, "sha256": t.checkpoint.sha256,
+                            "created_at": t.checkpoint.created_at,
+                            "deployable": passing_verdict(store, t.id) is not None,
+                            "deployed": deployed_id(t.base_model) == t.id} for t in found])
     if not found:
         print("no checkpoints yet: train one (nightschool train FILE)")
         return 0
@@ -201,5 +214,6 @@ def register(sub) -> None:
     ln.add_argument("checkpoint")
     ln.add_argument("--json", action="store_true")
     ln.set_defaults(func=cmd_lineage)
-    sub.add_parser("checkpoints", help="registered checkpoints, deployable and deployed").set_defaults(
-        func=cmd_checkpoints)
+    cps = sub.add_parser("checkpoints", help="registered checkpoints, deployable and deployed")
+    cps.add_argument("--json", action="store_true", help="print the checkpoints as JSON")
+    cps.set_defaults(func=cmd_checkpoints)

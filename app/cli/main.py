@@ -32,11 +32,37 @@ def _manager():
 
 
 def cmd_default(args: argparse.Namespace) -> int:
+    """The window where there is a display; else the first-run demo (once) and then the night school itself."""
     if has_display() and not args.headless:
         return cmd_gui(args)
+    if args.demo_only or not _trained_before():
+        code = _demo(args)
+        if code != 0 or args.demo_only:
+            return code
+    print("\nStarting the night school in the foreground: it captures your agents' sessions, and when enough are new "
+          "it builds, trains, judges, exports and deploys a cycle by itself.\n"
+          "Ctrl-C stops it (running jobs go on). At login: nightschool daemon install · "
+          "Progress: nightschool school status · Agents: nightschool mcp\n", flush=True)
+    from app.cli.daemon import cmd_run
+
+    return cmd_run(args)
+
+
+def _trained_before() -> bool:
+    """Whether this data dir already has a finished job (the demo ran, or the user trained)."""
+    from sqlalchemy import select
+
+    from app.core.base.schema import Job
+    from app.core.base.store import Store
+
+    with Store().session() as s:
+        return s.scalar(select(Job.id).where(Job.state == "completed").limit(1)) is not None
+
+
+def _demo(args: argparse.Namespace) -> int:
     print("No display found: running headless.\n"
-          f"Training the embedded default model ({DEFAULT_MODEL}: SmolLM2-135M-Instruct) on the sample data "
-          f"in {SAMPLE.name} for {args.max_steps} steps.\n"
+          f"First run: training the embedded default model ({DEFAULT_MODEL}: SmolLM2-135M-Instruct) on the sample "
+          f"data in {SAMPLE.name} for {args.max_steps} steps.\n"
           "Your own data: nightschool train FILE.jsonl   ·   Jobs: nightschool jobs   ·   "
           f"Data dir: {paths.data_dir()}\n")
     args.file, args.model, args.detach = str(SAMPLE), DEFAULT_MODEL, False
@@ -115,9 +141,13 @@ def _start_when_free(queue, job_id: str, wait: bool) -> bool:
         time.sleep(1.0)
 
 
-def cmd_jobs(_args: argparse.Namespace) -> int:
+def cmd_jobs(args: argparse.Namespace) -> int:
     manager = _manager()
     jobs = manager.jobs()
+    if getattr(args, "json", False):
+        from app.cli.common import print_json, row_dict
+
+        return print_json([row_dict(job) for job in jobs])
     if not jobs:
         print("no jobs yet. Start one: nightschool train FILE.jsonl")
         return 0
@@ -191,10 +221,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nightschool", description=__doc__)
     parser.add_argument("--headless", action="store_true", help="never open the GUI")
     parser.add_argument("--max-steps", type=int, default=20, help="steps for the headless sample run")
+    parser.add_argument("--demo-only", action="store_true",
+                        help="headless: train the sample and stop (no night school in the foreground)")
     parser.set_defaults(func=cmd_default)
     sub = parser.add_subparsers(title="commands")
     train = sub.add_parser("train", help="train on a JSONL file or a built dataset (queued at high priority, followed)")
-    train.add_argument("file", help="a JSONL file (chat, or preference pairs for dpo/orpo/kto), or a built dataset's name")
+    train.add_argument("file",
+                       help="a JSONL file (chat, or preference pairs for dpo/orpo/kto), or a built dataset's name")
     train.add_argument("--model", default=DEFAULT_MODEL, help="'default' (embedded SmolLM2), a folder, or a hub id")
     train.add_argument("--recipe", default="sft", choices=RECIPES, help="training method (default sft)")
     train.add_argument("--method", choices=("lora", "qlora", "full"), help="adapter type (default lora)")
@@ -208,7 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--dry-run", action="store_true", help="validate data, model and plan; train nothing")
     train.add_argument("--detach", action="store_true", help="queue the job and return")
     train.set_defaults(func=cmd_train)
-    sub.add_parser("jobs", help="list jobs").set_defaults(func=cmd_jobs)
+    jobs = sub.add_parser("jobs", help="list jobs")
+    jobs.add_argument("--json", action="store_true", help="print the jobs as JSON")
+    jobs.set_defaults(func=cmd_jobs)
     att = sub.add_parser("attach", help="follow a job's progress and loss")
     att.add_argument("job")
     att.set_defaults(func=cmd_attach)
@@ -220,9 +255,12 @@ def build_parser() -> argparse.ArgumentParser:
     gui = sub.add_parser("gui", help="open the window")
     gui.set_defaults(func=cmd_gui)
     from app.cli.capture import register
+    from app.cli.daemon import register as register_daemon
     from app.cli.datasets import register as register_datasets
     from app.cli.judge import register as register_judge
+    from app.cli.mcp import register as register_mcp
     from app.cli.queue import register as register_queue
+    from app.cli.school import register as register_school
     from app.cli.ship import register as register_ship
 
     register(sub)
@@ -230,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     register_queue(sub)
     register_judge(sub)
     register_ship(sub)
+    register_school(sub)
+    register_daemon(sub)
+    register_mcp(sub)
     return parser
 
 

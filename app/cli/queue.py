@@ -59,6 +59,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     q = _queue()
     q.refresh()
     entries = q.entries(finished=10**6 if args.all else FINISHED_LISTED)
+    if args.json:
+        from app.cli.common import print_json, row_dict
+
+        return print_json({"paused": q.paused(), "max_concurrent": q.max_concurrent(), "entries": [
+            {"place": e.place, "state": e.state, "step": e.step, "total": e.total, "phase": e.phase,
+             "eta_s": e.eta_s, "starts_in_s": e.starts_in_s, "job": row_dict(e.job)} for e in entries]})
     print(_header(q))
     if not entries:
         print("the queue is empty. Add a job: nightschool queue add FILE.jsonl [--priority high]")
@@ -215,6 +221,7 @@ def register(sub) -> None:
     add.set_defaults(func=cmd_add)
     ls = qs.add_parser("list", help="running, waiting (with ETAs) and recent jobs")
     ls.add_argument("--all", action="store_true", help="every finished job, not only the last ones")
+    ls.add_argument("--json", action="store_true", help="print the queue as JSON")
     ls.set_defaults(func=cmd_list)
     _actions(qs)
     conc = qs.add_parser("concurrent", help="show or set how many jobs run at a time (default 1)")

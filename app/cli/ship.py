@@ -2,7 +2,7 @@
 `nightschool rollback`, shared with the judge)."""
 from __future__ import annotations
 
-from app.cli.common import WorkerProgress, open_store, refusals
+from app.cli.common import WorkerProgress, open_store, print_json, refusals, row_dict
 from app.core.ship.config import DEFAULT_QUANT, QUANTS
 
 
@@ -100,18 +100,22 @@ def cmd_serve(args) -> int:
     return refusals(go)
 
 
-def cmd_exports(_args) -> int:
+def cmd_exports(args) -> int:
     from app.core.ship import exports as X
 
+    if getattr(args, "json", False):
+        return print_json([{**row_dict(exp.row), "folder": exp.folder} for exp in X.history(open_store())])
     for exp in X.history(open_store()):
         files = ", ".join(f"{f['quant']}{'' if f.get('ok') else ' (smoke failed)'}" for f in exp.files)
         print(f"#{exp.row.id:<4} {exp.row.created_at:%Y-%m-%d %H:%M}  {exp.row.label:30} {files}")
     return 0
 
 
-def cmd_deployments(_args) -> int:
+def cmd_deployments(args) -> int:
     from app.core.ship import deploy as D
 
+    if getattr(args, "json", False):
+        return print_json([row_dict(row) for row in D.history(open_store())])
     for row in D.history(open_store()):
         print(f"#{row.id:<4} {row.created_at:%Y-%m-%d %H:%M}  {row.action:8} {row.file:40} {row.note}")
     return 0
@@ -136,5 +140,8 @@ def register(sub) -> None:
     se.add_argument("action", nargs="?", default="start", choices=["start", "status", "stop"])
     se.add_argument("--port", type=int)
     se.set_defaults(func=cmd_serve)
-    sub.add_parser("exports", help="GGUF exports").set_defaults(func=cmd_exports)
-    sub.add_parser("deployments", help="what was served, in order").set_defaults(func=cmd_deployments)
+    for name, text, func in (("exports", "GGUF exports", cmd_exports),
+                             ("deployments", "what was served, in order", cmd_deployments)):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--json", action="store_true", help=f"print the {name} as JSON")
+        p.set_defaults(func=func)

@@ -35,26 +35,13 @@ def runtime_dir() -> Path:
 
 
 def holder() -> dict | None:
-    """The live runtime's runtime.json, or None when no live process holds the lock."""
+    """The live runtime's runtime.json, or None when its process is gone (pid + start time: a reused pid is not it).
+    Read without touching the flock, so looking never gets in the way of a runtime that is starting."""
     try:
         info = json.loads((runtime_dir() / INFO).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if procs.live_process(info.get("pid"), info.get("started")) is None:
-        return None
-    return info if _locked() else None
-
-
-def _locked() -> bool:
-    """Whether some process holds the flock (tried without taking it for long)."""
-    fd = os.open(runtime_dir() / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing drops the flock if this call took it
-    return False
+    return info if procs.live_process(info.get("pid"), info.get("started")) is not None else None
 
 
 @dataclass

@@ -104,6 +104,8 @@ class Orchestrator:
         return cycles.update(self.store, cycle.id, stage=following, state="running")
 
     def _waiting(self, cycle: Cycle, reason: str) -> Cycle:
+        if reason != cycle.reason:
+            cycle = cycles.update(self.store, cycle.id, reason=reason)
         if cycle.stage == "deploying" and reason.startswith("waiting for approval") and cycle.state != "approval":
             cycle = cycles.update(self.store, cycle.id, state="approval", reason=reason)
             verdict = (cycle.outputs.get("judging") or {}).get("reasons", [])

@@ -1,6 +1,7 @@
 """When the school learns and what it does with the result: the cycle policy, stored in settings, validated per key."""
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, time, timedelta
 from typing import Any, Literal
@@ -34,8 +35,20 @@ class Policy(BaseModel):
     free_served: Literal["gpu", "always", "never"] = "gpu"  # unload the served model before training
     training_peak_mb: int = Field(0, ge=0)  # the training job's expected peak RAM (0: estimate it)
     max_steps: int = Field(0, ge=0)  # training steps per cycle (0: the recipe's plan)
+    max_length: int = Field(2048, ge=64)  # tokens per training window of the cycle's dataset
+    near_duplicate: float = Field(0.85, ge=0.0, le=1.0)  # MinHash similarity at which sessions count as one (0: off)
+    test_share: float = Field(0.1, ge=0.0, lt=0.5)  # share of new sessions the first build holds out for judging
     quant: str = "q4_k_m"
     base_model: str = "default"
+    hyper: dict[str, Any] = Field(default_factory=dict)  # hyper-parameters of the cycle's jobs over the recipe's
+
+    @field_validator("hyper")
+    @classmethod
+    def _hyper(cls, value: dict) -> dict:
+        from app.core.train.spec import Hyper
+
+        Hyper(**value)  # unknown names and bad values are refused here, not in a job at 2 a.m.
+        return value
 
     @field_validator("window")
     @classmethod
@@ -87,6 +100,8 @@ def accepted(key: str) -> str:
         return " | ".join(args)
     if key == "window":
         return "HH:MM-HH:MM (e.g. 02:00-06:00) or any"
+    if key == "hyper":
+        return 'a JSON object of hyper-parameters, e.g. {"learning_rate": 2e-4, "max_length": 1024}'
     kind = {int: "a whole number", float: "a number", bool: "true | false", str: "text"}.get(field.annotation, "text")
     words = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
     bounds = [f"{sign} {getattr(m, op)}" for m in field.metadata for op, sign in words.items()
@@ -99,6 +114,11 @@ def set_value(store: Store, key: str, raw: Any) -> Policy:
     if key not in Policy.model_fields:
         raise PolicyError(f"there is no policy key {key!r}", fix=f"use one of: {', '.join(Policy.model_fields)}")
     current = load(store).model_dump()
+    if isinstance(raw, str) and key == "hyper":
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            pass
     if isinstance(raw, str) and Policy.model_fields[key].annotation is bool:
         raw = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False,
                "0": False}.get(raw.strip().lower(), raw)

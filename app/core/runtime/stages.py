@@ -47,10 +47,12 @@ class Ctx:
 
 
 def building(ctx: Ctx, cycle: Cycle) -> Outcome:
-    from app.core.datasets.config import BuildConfig
+    from app.core.datasets.config import BuildConfig, Filters
     from app.core.workers import start_build
 
-    config = BuildConfig(base_model=ctx.policy.base_model, mode="auto",
+    config = BuildConfig(base_model=ctx.policy.base_model, mode="auto", max_length=ctx.policy.max_length,
+                         test_share=ctx.policy.test_share,
+                         filters=Filters(near_duplicate=ctx.policy.near_duplicate),
                          name=f"cycle-{cycle.id}-{time.strftime('%Y%m%d-%H%M%S')}")
     run = start_build(ctx.store, config)
     if run.stream(ctx.sink(cycle, "building"), ctx.stop) is None:
@@ -88,7 +90,8 @@ def _submit(ctx: Ctx, cycle: Cycle, stage: str, file: Path, kind: str, init_adap
     waiting = resources.before_training(ctx.policy, ctx.store, ctx.bus)
     if waiting:
         return Outcome("wait", reason=waiting)
-    hyper = Hyper(max_steps=ctx.policy.max_steps) if ctx.policy.max_steps else None
+    over = {**ctx.policy.hyper, **({"max_steps": ctx.policy.max_steps} if ctx.policy.max_steps else {})}
+    hyper = Hyper(**over) if over else None
     ds = _dataset(ctx, cycle)
     ctx.queue.add(file, kind=kind, priority="high", model=ds.base_model, hyper=hyper,
                   source=f"cycle:{cycle.id}:{stage}", init_adapter=init_adapter)
@@ -207,11 +210,12 @@ def _candidate(cycle: Cycle) -> int:
 
 
 def exporting(ctx: Ctx, cycle: Cycle) -> Outcome:
+    from app.core.ship.deploy import verified
     from app.core.ship.exports import export
 
     ref = cycle.outputs["judging"]["checkpoint"]
     exp = export(ctx.store, f"#{ref}", [ctx.policy.quant], sink=ctx.sink(cycle, "exporting"), cancel=ctx.stop)
-    entry = exp.file(ctx.policy.quant)
+    entry = verified(exp, ctx.policy.quant)  # a file that failed its smoke test (e.g. it rambles) ends the cycle here
     return Outcome("done", {"export": exp.row.id, "file": entry["file"], "sha256": entry["sha256"],
                             "quant": ctx.policy.quant})
 

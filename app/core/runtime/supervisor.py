@@ -25,8 +25,10 @@ class Runtime:
     leaves running engines alone (they are re-attached at the next start)."""
 
     def __init__(self, role: str = "daemon", store: Store | None = None, capture: bool = True, keeper: bool = True,
-                 tick_s: float = TICK_S, cycle_s: float = CYCLE_S) -> None:
+                 tick_s: float = TICK_S, cycle_s: float = CYCLE_S, capture_config=None) -> None:
+        """capture_config: the capture settings to watch with (a CaptureConfig; None: the saved ones)."""
         self.role, self.store = role, store or Store()
+        self.capture_config = capture_config
         self.capture_on, self.keeper_on, self.tick_s, self.cycle_s = capture, keeper, tick_s, cycle_s
         self.bus = Bus()
         self.stopping = threading.Event()
@@ -103,7 +105,8 @@ class Runtime:
                              stored=result.stored)
             self.wake()
 
-        self.capture = CaptureService(Ingestor(self.store, CaptureConfig.load()), on_ingest=ingested)
+        config = self.capture_config or CaptureConfig.load()
+        self.capture = CaptureService(Ingestor(self.store, config), config, on_ingest=ingested)
         self.capture.start()
 
     def _tick_loop(self) -> None:
@@ -117,6 +120,9 @@ class Runtime:
                 self.wake()
             for job_id, why in report.failed_to_start:
                 self.bus.publish("job.ended", job=job_id, state="failed", reason=why)
+            for outcome in report.inbox:
+                self.bus.publish("inbox", name=outcome.name, job=outcome.job_id, reason=outcome.reason,
+                                 moved_to=str(outcome.moved_to))
             self.stopping.wait(self.tick_s)
 
     def _fatal_alert(self, job_id: str, state: str) -> None:
