@@ -39,6 +39,7 @@ class Policy(BaseModel):
     near_duplicate: float = Field(0.85, ge=0.0, le=1.0)  # MinHash similarity at which sessions count as one (0: off)
     test_share: float = Field(0.1, ge=0.0, lt=0.5)  # share of new sessions the first build holds out for judging
     quant: str = "q4_k_m"
+    port: int = Field(8765, ge=0, le=65535)  # where the deployed student is served (0: any free port)
     base_model: str = "default"
     hyper: dict[str, Any] = Field(default_factory=dict)  # hyper-parameters of the cycle's jobs over the recipe's
 

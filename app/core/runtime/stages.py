@@ -232,7 +232,8 @@ def deploying(ctx: Ctx, cycle: Cycle) -> Outcome:
     if ctx.policy.deploy == "ask" and decision != "approved":
         return Outcome("wait", reason="waiting for approval to deploy")
     ref = cycle.outputs["judging"]["checkpoint"]
-    done = deploy(ctx.store, f"#{ref}", ctx.policy.quant, sink=ctx.sink(cycle, "deploying"), cancel=ctx.stop)
+    done = deploy(ctx.store, f"#{ref}", ctx.policy.quant, sink=ctx.sink(cycle, "deploying"), cancel=ctx.stop,
+                  port=ctx.policy.port)
     return Outcome("finished", {"deployed": done.row.id, "checkpoint": ref, "sha256": done.row.sha256,
                                 "file": done.row.file})
 

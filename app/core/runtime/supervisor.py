@@ -13,6 +13,7 @@ from app.core.runtime import lock as L
 from app.core.runtime.bus import Bus
 from app.core.runtime.channel import StatusChannel
 from app.core.runtime.orchestrator import Orchestrator
+from app.core.runtime.policy import load
 
 log = logging.getLogger("nightschool.runtime")
 TICK_S = 1.0  # the queue's scheduler
@@ -147,7 +148,7 @@ class Runtime:
             if not settings.get(self.store, PARKED_KEY, False):
                 try:
                     was = serving.state()
-                    state = ensure_serving(self.store)
+                    state = ensure_serving(self.store, load(self.store).port)
                     if was is None and state is not None:
                         self.bus.publish("server.restarted", url=state.get("url"),
                                          model=(state.get("current") or {}).get("name"))
