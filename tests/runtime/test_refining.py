@@ -14,7 +14,8 @@ from app.core.runtime import cycles, stages
 from app.core.runtime.bus import Bus
 from app.core.runtime.policy import Policy
 from tests.conftest import fast_hyper
-from tests.judge.conftest import agent_model, heldout_dataset  # noqa: F401 - fixtures shared with the judge tests
+from tests.datasets.conftest import agent_dir  # noqa: F401 - fixtures shared with the dataset and judge tests
+from tests.judge.conftest import agent_model, heldout_dataset  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
