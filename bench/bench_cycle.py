@@ -56,6 +56,7 @@ def run(args, tmp: Path) -> None:
     from app.core.runtime import cycles
     from app.core.runtime.school import School
     from app.core.runtime.supervisor import Runtime
+    from app.core.ship import serving
     from tests.datasets.helpers import write_session
 
     model, hyper = _model(args, tmp)
@@ -67,7 +68,7 @@ def run(args, tmp: Path) -> None:
     for key, value in {"min_sessions": args.sessions, "window": "any", "cooldown_min": 0, "deploy": "auto",
                        "refine_every": 0, "max_load": 1000, "base_model": model, "max_steps": args.steps,
                        "near_duplicate": 0.0, "test_share": 0.3, "hyper": hyper,
-                       "max_length": hyper["max_length"]}.items():
+                       "max_length": hyper["max_length"], "port": 0}.items():
         school.set_policy(key, value)
     load = os.getloadavg()
     runtime = Runtime(role="bench", cycle_s=1.0).start()
@@ -80,6 +81,7 @@ def run(args, tmp: Path) -> None:
     done.wait(7200)
     wall = time.monotonic() - started
     runtime.stop()
+    serving.stop()  # the deployed student was served for the cycle; the bench leaves nothing running
     cycle = cycles.history(school.store, 1)[0]
     train_s, steps = _train_seconds(paths.runs_dir() / cycle.outputs["training"]["job"])
     print(f"\nmodel {model}: cycle {cycle.id} {cycle.state} ({cycle.reason or 'ok'}); load before "

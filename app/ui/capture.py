@@ -1,8 +1,10 @@
-"""Capture controller: owns the watcher service, imports drops off the GUI thread, coalesces refreshes."""
+"""Capture controller: owns the watcher service (or shows the runtime's, or says the daemon captures), imports drops
+off the GUI thread, coalesces refreshes."""
 from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -28,13 +30,21 @@ class CaptureController(QObject):
     _imported = Signal(object, int)  # ImportReport | Exception, files dropped
 
     def __init__(self, store: Store, config: CaptureConfig, watch: bool = True,
-                 config_path: Path | None = None) -> None:
+                 config_path: Path | None = None, service: CaptureService | None = None,
+                 elsewhere: str = "") -> None:
+        """service: the runtime's running CaptureService (the runtime starts and stops it; its ingests arrive as
+        `capture` events through `on_runtime_event`). elsewhere: another process captures (e.g. "in the daemon
+        (pid 123)"): this window runs no watcher and says so."""
         super().__init__()
-        self.config, self.config_path, self.watch = config, config_path, watch and config.watch
+        self.config, self.config_path = config, config_path
+        self.owns_service = service is None
+        self.elsewhere = elsewhere
+        self.watch = watch and config.watch and self.owns_service and not elsewhere
         self.queries = CaptureQueries(store)
-        self.ingestor = Ingestor(store, config)
-        self.service = CaptureService(self.ingestor, config, on_ingest=lambda _result: self._ingested.emit())
-        self.running = False
+        self.ingestor = service.ingestor if service is not None else Ingestor(store, config)
+        self.service = service or CaptureService(self.ingestor, config,
+                                                 on_ingest=lambda _result: self._ingested.emit())
+        self.running = service is not None
         self.config_problem: str | None = None  # set when the saved settings are damaged: nothing is saved then
         self.imports: list[threading.Thread] = []
         self._timer = QTimer(self)
@@ -46,16 +56,20 @@ class CaptureController(QObject):
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
+        if self.elsewhere:
+            self.message.emit("info", f"Capturing {self.elsewhere}: this window shows what it stores.")
         if self.watch and not self.running:
             self.service.start()
             self.running = True
             self.refresh_soon()  # the sources now say "watching"
 
     def stop(self) -> None:
-        """Stop watching (window closing); imports still running are given a moment to finish."""
+        """Stop watching (window closing; the runtime's service is the runtime's to stop); imports still running are
+        given a moment to finish."""
         if self.running:
             self.running = False
-            self.service.stop()
+            if self.owns_service:
+                self.service.stop()
         for thread in self.imports:
             thread.join(timeout=5)
         self.imports.clear()
@@ -65,7 +79,15 @@ class CaptureController(QObject):
             self._timer.start()
 
     def sources(self) -> list[SourceStatus]:
-        return self.service.status()
+        found = self.service.status()
+        if self.elsewhere:
+            return [replace(s, state=f"capturing {self.elsewhere}") for s in found]
+        return found
+
+    def on_runtime_event(self, event: dict) -> None:
+        """The runtime stored something it captured (its watcher, or the daemon's): show it."""
+        if event.get("type") == "capture":
+            self.refresh_soon()
 
     # --- imports -------------------------------------------------------------------------------
     def import_paths(self, paths: list[str]) -> None:

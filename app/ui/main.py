@@ -1,4 +1,5 @@
-"""GUI entry: QApplication + qasync loop, the store and job manager, the main window."""
+"""GUI entry: QApplication + qasync loop, the store, the runtime (this window's own, or a daemon's it views), the main
+window and its tray icon."""
 from __future__ import annotations
 
 import asyncio
@@ -12,6 +13,9 @@ from PySide6.QtWidgets import QApplication
 from app.core.base.store import Store
 from app.core.capture.sources import CaptureConfig
 from app.core.queue.scheduler import Queue
+from app.core.runtime import lock
+from app.core.runtime.lock import RuntimeBusy
+from app.core.runtime.supervisor import Runtime
 from app.core.train.jobs import JobManager
 from app.ui import refguard
 from app.ui.capture import CaptureController
@@ -19,28 +23,57 @@ from app.ui.datasets import DatasetsController
 from app.ui.judge import JudgeController
 from app.ui.main_window import MainWindow
 from app.ui.queue import QueueController
+from app.ui.runtime_link import RuntimeLink
+from app.ui.school import SchoolController
 from app.ui.ship import ShipController
 from app.ui.theme import apply_dark
 from app.ui.training import TrainingController
+from app.ui.tray import Tray
 
 
 def build_window(store: Store | None = None, capture_config: CaptureConfig | None = None,
-                 watch: bool = True) -> MainWindow:
-    """The window wired to a store; re-attaches to running jobs and replays their history, starts the queue's
-    scheduler (it goes on with what was queued or running) and starts capturing (the watcher follows capture_config,
-    else the saved settings; watch=False or settings' watch off: no watcher)."""
+                 watch: bool = True, tray: bool | None = None) -> MainWindow:
+    """The window wired to a store; re-attaches to running jobs and replays their history.
+
+    Who schedules: when no process holds the data dir's runtime lock, the window starts its own Runtime (role
+    "window": the queue's scheduler, capture — following capture_config, else the saved settings; watch=False or the
+    settings' watch off: no watcher —, the model-server keeper, the cycle orchestrator) and its tabs are views of it.
+    When another process (the daemon) holds it, the window is a viewer: no runtime, no scheduling, no capture of its
+    own; it reads the store and follows the daemon's status channel. tray: None asks Qt whether a tray host runs."""
     store = store or Store()
-    manager = JobManager(store)  # one manager: the queue launches the engines the Training tab follows
-    queue = QueueController(Queue(store, manager))
-    controller = TrainingController(manager, queue=queue)
     config, problem = load_capture_config(capture_config)
-    capture = CaptureController(store, config, watch=watch and problem is None)
+    link, runtime = RuntimeLink(), None
+    holder = lock.holder()
+    if holder is None:
+        runtime = Runtime(role="window", store=store, capture=watch and problem is None and config.watch,
+                          capture_config=config)
+        try:
+            runtime.start()
+        except RuntimeBusy as busy:  # a daemon took the lock in the meantime
+            runtime, holder = None, busy.holder if busy.holder.get("channel") else None
+    if runtime is not None:
+        link.own(runtime)
+        queue = QueueController(runtime.queue, schedules=False)  # the runtime ticks; the tab reads
+        capture = CaptureController(store, config, watch=False, service=runtime.capture)
+    else:
+        link.view(holder)
+        queue = QueueController(Queue(store, JobManager(store)), schedules=False)  # the daemon ticks
+        pid = (holder or {}).get("pid")
+        capture = CaptureController(store, config, watch=False,
+                                    elsewhere=f"in the daemon (pid {pid})" if pid else "in the background process")
+    # one manager: the queue launches the engines the Training tab follows
+    controller = TrainingController(queue.queue.manager, queue=queue)
+    school = SchoolController(store, link)
     window = MainWindow(controller, capture, DatasetsController(store), queue, JudgeController(store),
-                        ShipController(store))
+                        ShipController(store), school=school, link=link)
+    link.event.connect(queue.on_runtime_event)
+    link.event.connect(capture.on_runtime_event)
+    window.tray = Tray(window, school, available=tray)
     controller.attach_all()
-    queue.start()
+    queue.start()  # reads the queue every second (the runtime schedules)
     capture.start()
-    window.ship_controller.resume_serving()  # on its worker thread: the server runs again if the user left it on
+    school.start()
+    # the model server runs again if the user left it on: the runtime's keeper does it (or the daemon's)
     if problem:
         capture.config_problem = problem
         capture.message.emit("error", f"Not capturing: {problem}")
@@ -69,6 +102,7 @@ def run_gui(on_ready: Callable[[MainWindow], None] | None = None) -> int:
     app.aboutToQuit.connect(closed.set)
     with loop:
         window = build_window()
+        window.ask_on_close = True  # closing a window that runs the school asks whether to keep learning
         window.show()
         if on_ready:
             on_ready(window)
@@ -89,6 +123,7 @@ def dispose(app: QApplication, window: MainWindow) -> None:
         window.datasets_controller.stop()
     window.judge_controller.stop()
     window.ship_controller.stop()
+    window.shutdown()  # quit without closing the window (e.g. the tray's Quit): the runtime stops too
     window.deleteLater()
     app.processEvents()
     del window

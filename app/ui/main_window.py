@@ -1,10 +1,12 @@
-"""Main window: hosts the panels, routes dropped files and folders, and leaves jobs running when it closes."""
+"""Main window: hosts the panels (the School tab first), routes dropped files and folders, and leaves jobs running when
+it closes; when it runs the school itself, closing asks whether to keep learning in the background (a daemon)."""
 from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QIcon
-from PySide6.QtWidgets import QMainWindow, QTabWidget
+from PySide6.QtWidgets import QApplication, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
 
 from app.ui.capture import CaptureController, is_chat_file, redirect_note
 from app.ui.capture_panel import CapturePanel
@@ -14,19 +16,36 @@ from app.ui.judge import JudgeController
 from app.ui.judge_panel import JudgePanel
 from app.ui.queue import QueueController
 from app.ui.queue_panel import QueuePanel
+from app.ui.runtime_link import RuntimeLink, hand_over
+from app.ui.school import SchoolController
+from app.ui.school_panel import SchoolPanel
 from app.ui.ship import ShipController
 from app.ui.ship_panel import ShipPanel
 from app.ui.training import TrainingController
 from app.ui.training_panel import TrainingPanel
+from widgets.banner import Banner
 
 RESOURCES = Path(__file__).resolve().parents[2] / "resources"
 
 
 class MainWindow(QMainWindow):
+    """ask_on_close: when the person closes a window that runs the school (its close button, the tray's Quit), it
+    asks "Keep learning in the background?" (run_gui sets it; tests leave it off and get "no"; a programmatic quit
+    never asks: it stops). daemon_command: what starts the daemon (None: `python -m app.cli.main daemon`)."""
+
     def __init__(self, controller: TrainingController, capture: CaptureController | None = None,
                  datasets: DatasetsController | None = None, queue: QueueController | None = None,
-                 judge: JudgeController | None = None, ship: ShipController | None = None) -> None:
+                 judge: JudgeController | None = None, ship: ShipController | None = None,
+                 school: SchoolController | None = None, link: RuntimeLink | None = None) -> None:
         super().__init__()
+        self.link = link
+        self.runtime = link.runtime if link is not None and link.mode == "own" else None
+        self.ask_on_close = False
+        self.daemon_command: list[str] | None = None
+        self.handover: tuple[bool, str] | None = None  # (ok, words) of the hand-over to the daemon at close
+        self.tray = None  # app.ui.tray.Tray, set by build_window
+        self._shut = False
+        self._close_asks = False
         self.setWindowTitle("Nightschool")
         icon = RESOURCES / "nightschool.svg"
         if icon.is_file():
@@ -35,6 +54,10 @@ class MainWindow(QMainWindow):
         self.controller, self.capture_controller = controller, capture
         self.training = TrainingPanel(controller)
         self.tabs = QTabWidget()
+        self.school_controller = school
+        self.school = SchoolPanel(school) if school is not None else None
+        if school is not None:
+            self.tabs.addTab(self.school, "School")
         self.tabs.addTab(self.training, "Training")
         self.queue_controller = queue
         self.queue = QueuePanel(queue) if queue is not None else None
@@ -62,7 +85,13 @@ class MainWindow(QMainWindow):
         self.ship = ShipPanel(self.ship_controller)
         self.tabs.addTab(self.ship, "Ship")
         self.ship_controller.message.connect(self.show_status)
-        self.setCentralWidget(self.tabs)
+        self.banner = Banner()  # notifications when the desktop has no system tray
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.banner)
+        layout.addWidget(self.tabs, 1)
+        self.setCentralWidget(central)
         self.setAcceptDrops(True)
         controller.message.connect(self.show_status)
         self.statusBar().showMessage("Drop a chat .jsonl file to queue a training job on the selected model; "
@@ -82,6 +111,8 @@ class MainWindow(QMainWindow):
         imported by Capture."""
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         event.acceptProposedAction()
+        if self.school is not None and self.tabs.currentWidget() is self.school:
+            self.tabs.setCurrentWidget(self.training)  # the landing tab: a drop is handled (and shown) on Training
         if self.queue is not None and self.tabs.currentWidget() is self.queue:
             self.queue.add_files(paths)
             return
@@ -96,15 +127,73 @@ class MainWindow(QMainWindow):
             self.capture_controller.import_paths(paths)
 
     def closeEvent(self, event) -> None:
-        """Closing the window stops following the jobs (the engines keep training), stops the queue's scheduler
-        and stops capturing."""
+        """Closing the window stops following the jobs (the engines keep training), stops its views and, when it runs
+        the school itself, its runtime — after asking whether a daemon should keep learning in the background."""
+        keep = False
+        asked = event.spontaneous() or self._close_asks  # the person closed it (not a programmatic quit)
+        if self.runtime is not None and self.ask_on_close and asked and not self._shut:
+            answer = self.ask_keep_learning()
+            if answer is None:
+                event.ignore()
+                return
+            keep = answer
+        self.shutdown(keep)
+        super().closeEvent(event)
+
+    def close_asking(self) -> bool:
+        """Close as the person's own request (the tray's Quit): asks like the window's close button does."""
+        self._close_asks = True
+        try:
+            return self.close()
+        finally:
+            self._close_asks = False
+
+    def ask_keep_learning(self) -> bool | None:
+        """Yes → True, No → False, Cancel → None (the window stays open)."""
+        buttons = (QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No
+                   | QMessageBox.StandardButton.Cancel)
+        answer = QMessageBox.question(
+            self, "Keep learning?",
+            "Keep learning in the background?\n\nYes: a background process (the daemon) goes on capturing, "
+            "scheduling and running cycles; reopen the window to watch it.\nNo: everything stops until the window "
+            "is opened again (running trainings finish on their own).", buttons, QMessageBox.StandardButton.Yes)
+        if answer == QMessageBox.StandardButton.Cancel:
+            return None
+        return answer == QMessageBox.StandardButton.Yes
+
+    def shutdown(self, keep_learning: bool = False) -> None:
+        """Stop the views and this window's runtime (once); keep_learning: then hand the school to the daemon."""
+        if self._shut:
+            return
+        self._shut = True
+        self._stop_views()
+        if self.school_controller is not None:
+            self.school_controller.stop()
+        if self.tray is not None:
+            self.tray.hide()
+        if self.link is not None:
+            self.link.stop()
+        if self.runtime is None:
+            return
+        self.runtime.stop()  # the lock is free: the daemon can take it
+        if not keep_learning:
+            return
+        self.statusBar().showMessage("Handing the school over to the background process…")
+        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
+        try:
+            self.handover = hand_over(self.daemon_command)
+        finally:
+            QApplication.restoreOverrideCursor()
+        if not self.handover[0] and self.ask_on_close:
+            QMessageBox.warning(self, "Not learning in the background", self.handover[1])
+
+    def _stop_views(self) -> None:
         self.controller.detach()
         if self.queue_controller is not None:
-            self.queue_controller.stop()  # no more scheduling; queued jobs wait for the next start
+            self.queue_controller.stop()  # no more reads (or, without a runtime, no more scheduling)
         if self.capture_controller is not None:
             self.capture_controller.stop()
         if self.datasets_controller is not None:
             self.datasets_controller.stop()  # a running build is cancelled: nothing half-built is registered
         self.judge_controller.stop()  # a running evaluation ends on its own; its result is dropped
         self.ship_controller.stop()  # a running export is cancelled; the model server keeps serving
-        super().closeEvent(event)

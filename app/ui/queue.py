@@ -1,5 +1,6 @@
-"""Queue controller: ticks the scheduler off the GUI thread, runs every queue action on a worker thread, and hands the
-view snapshots of `Queue.entries()` (no widgets here: it emits, the view subscribes)."""
+"""Queue controller: ticks the scheduler off the GUI thread (or, where a runtime schedules, only reads the queue),
+runs every queue action on a worker thread, and hands the view snapshots of `Queue.entries()` (no widgets here: it
+emits, the view subscribes)."""
 from __future__ import annotations
 
 import itertools
@@ -60,9 +61,14 @@ class QueueController(QObject):
     added = Signal(str)  # a job was queued from this app
     message = Signal(str, str)  # level (info | error), text
 
-    def __init__(self, queue: Queue, hyper: Hyper | None = None, interval_ms: int = TICK_MS) -> None:
+    def __init__(self, queue: Queue, hyper: Hyper | None = None, interval_ms: int = TICK_MS,
+                 schedules: bool = True) -> None:
+        """schedules=False: a runtime (the window's own or a daemon's) ticks the scheduler; this controller's timer
+        only re-reads the queue (it never calls `Queue.tick`) and the runtime's events come in through
+        `on_runtime_event`."""
         super().__init__()
         self.queue = queue
+        self.schedules = schedules
         self.hyper = hyper  # hyper-parameters for jobs queued from the GUI (None: the recipe's defaults)
         self.entries: list = []
         self.paused = False
@@ -117,7 +123,8 @@ class QueueController(QObject):
             thread.join(timeout=wait_s)
 
     def tick(self) -> bool:
-        """Start a tick on a thread; skipped (False) while the previous one still runs or after stop()."""
+        """Start a tick on a thread (a read only, when a runtime schedules); skipped (False) while the previous one
+        still runs or after stop()."""
         if self._closed or self._tick_thread is not None:
             return False
 
@@ -125,7 +132,7 @@ class QueueController(QObject):
             report = snap = None
             why = ""
             try:
-                report = self.queue.tick()
+                report = self.queue.tick() if self.schedules else None
             except Exception as exc:  # noqa: BLE001 - the scheduler must go on; the reason is shown
                 why = (f"The queue could not schedule jobs — {type(exc).__name__}: {exc}. It tries again every "
                        "second; if this repeats, check the data folder (disk full? permissions?).")
@@ -142,6 +149,27 @@ class QueueController(QObject):
     def refresh(self) -> None:
         """Re-read the queue on a thread (no scheduling)."""
         self._run(lambda: None, "The queue could not be read")
+
+    def on_runtime_event(self, event: dict) -> None:
+        """An event of the runtime that schedules (on the GUI thread): what its tick started, refused or took from
+        the inbox is announced like this controller's own ticks would."""
+        kind = event.get("type")
+        if kind == "job.started":
+            self.started.emit(event["job"])
+        elif kind == "job.ended" and event.get("reason"):
+            self.message.emit("error", f"Job {event['job']} could not start — {event['reason']}")
+        elif kind == "inbox":
+            if event.get("job"):
+                self.added.emit(event["job"])
+                self.message.emit("info", f"Inbox: queued job {event['job']} from {event.get('name')}.")
+            else:
+                moved = Path(event.get("moved_to") or ".").parent
+                self.message.emit("error", f"Inbox refused {event.get('name')} — {event.get('reason')} "
+                                           f"(moved to {moved}).")
+        else:
+            return
+        if not self._closed:
+            self.tick()  # a fresh read now rather than at the next interval
 
     # --- adding ----------------------------------------------------------------------------------
     def add(self, paths: list[str | Path], kind: str = "sft", priority: str = "normal",
