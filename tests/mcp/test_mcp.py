@@ -26,6 +26,26 @@ TOOLS = {"status", "history", "checkpoints", "evaluate", "run_cycle_now", "appro
 DEADLINE_S = 60.0
 
 
+
+def run_async(fn) -> None:
+    """anyio.run(fn) on a thread of its own: a Qt test earlier in the same process can leave its qasync loop marked
+    as running on the main thread, where asyncio refuses to start another."""
+    import threading
+
+    failed: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            anyio.run(fn)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+
 def _text(result) -> str:
     return " ".join(getattr(block, "text", "") for block in result.content)
 
@@ -60,7 +80,7 @@ def test_stdio_lists_the_tools_starts_a_cycle_and_status_shows_it(ns_home):
                 history = (await client.call_tool("history", {"limit": 5})).structured_content
                 assert [c["id"] for c in history["cycles"]] == [cycle_id]
 
-    anyio.run(go)
+    run_async(go)
 
 
 class HttpServer:
@@ -152,7 +172,7 @@ def test_http_refuses_requests_without_the_token_and_serves_the_sdk_client_with_
                         status = await client.call_tool("status", {})
                         assert not status.is_error and status.structured_content["cycle"] is None
 
-        anyio.run(go)
+        run_async(go)
     finally:
         server.stop()
 
@@ -191,7 +211,7 @@ def test_a_refusal_comes_back_as_a_tool_error_with_its_reason(store):
             assert decided.structured_content["inputs"]["approval"] == "refused"
             assert decided.structured_content["state"] == "running"  # the runtime takes the refusal up
 
-    anyio.run(go)
+    run_async(go)
 
 
 def test_the_token_is_made_once_and_kept_private(ns_home):

@@ -131,7 +131,7 @@ def test_a_daemon_killed_during_training_resumes_the_stage_and_a_job_waits_for_m
     root = tmp_path / "agent" / "-home-me-proj"
     write_sessions(root, 0, 20)
     school = school_for(ns_home, root.parent, shippable, deploy="never", min_sessions=1000,
-                        training_peak_mb=10**9, max_steps=60)
+                        training_peak_mb=10**9, hyper={**HYPER, "save_steps": 5})  # killed after step 5 of 20
     daemon = start_daemon(ns_home)
     try:
         cycle_id = school.now("test")["cycle"]
