@@ -114,16 +114,7 @@ def run_gui(on_ready: Callable[[MainWindow], None] | None = None) -> int:
 def dispose(app: QApplication, window: MainWindow) -> None:
     """Tear the window down while Qt is still alive: left to interpreter shutdown, PySide6 6.12 aborts
     (a refcount error while garbage-collecting widgets after the QApplication is gone)."""
-    window.controller.detach()
-    if window.queue_controller is not None:
-        window.queue_controller.stop()
-    if window.capture_controller is not None:
-        window.capture_controller.stop()
-    if window.datasets_controller is not None:
-        window.datasets_controller.stop()
-    window.judge_controller.stop()
-    window.ship_controller.stop()
-    window.shutdown()  # quit without closing the window (e.g. the tray's Quit): the runtime stops too
+    window.shutdown()  # the views stop (once), and this window's runtime too (e.g. the tray's Quit)
     window.deleteLater()
     app.processEvents()
     del window
