@@ -7,7 +7,8 @@ from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
-from app.ui.school import SchoolController, notice_text, tray_state
+from app.ui.school import SchoolController
+from app.ui.school_words import notice_text, tray_state
 from widgets.status_icon import dot_icon
 
 STATES = {  # state -> (colour, glyph, words)

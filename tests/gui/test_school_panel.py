@@ -315,7 +315,7 @@ def test_cancel_keeps_the_window_open(qtbot, make_window):
 
 
 def test_the_words_of_the_state():
-    from app.ui.school import eta_words, notice_text, progress_words, student_lines, tray_state
+    from app.ui.school_words import eta_words, notice_text, progress_words, student_lines, tray_state
 
     status = {"student": {"base_model": "default", "deployed_checkpoint": 7, "deployed_label": "job-1 step 60",
                           "served": {"model": "student-q4_k_m", "url": "http://127.0.0.1:8765/v1", "parked": True}}}

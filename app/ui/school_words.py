@@ -1,0 +1,226 @@
+"""What the School tab and the tray say: pure functions of `School.status()` and the cycle history (no Qt, tested
+without a window)."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from app.core.runtime.cycles import STAGES
+
+CHART = ("agreement", "validity", "loss")
+TRAINING_STAGES = ("building", "training", "refining")
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def signed(value: float | None) -> str:
+    return "" if value is None else f"{value:+.3f}".replace("-", "−")
+
+
+def eta_words(seconds: float | None) -> str:
+    if seconds is None or seconds < 0:
+        return ""
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"about {seconds} s left"
+    if seconds < 3600:
+        return f"about {seconds // 60} min left"
+    return f"about {seconds // 3600} h {seconds % 3600 // 60:02d} min left"
+
+
+def local_hhmm(stamp: str | None, fmt: str = "%a %H:%M") -> str:
+    """An ISO time in local time (a time without zone is UTC: what the store gives back)."""
+    if not stamp:
+        return ""
+    try:
+        at = datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).astimezone().strftime(fmt)
+
+
+def deployed_card(history: list[dict]) -> dict | None:
+    """The newest report card of a cycle that deployed its model (the student's scores come from it)."""
+    return next((c["report"] for c in history if c.get("report", {}).get("deployed")), None)
+
+
+def last_card(status: dict | None, history: list[dict]) -> tuple[dict | None, dict]:
+    """(the newest ended cycle, its report card)."""
+    last = (status or {}).get("last") or next((c for c in history if c.get("state") in ("done", "refused", "failed")),
+                                              None)
+    return last, (last or {}).get("report") or {}
+
+
+def student_lines(status: dict | None, history: list[dict]) -> list[str]:
+    if status is None:
+        return ["Reading the school…"]
+    student = status.get("student") or {}
+    lines = [f"Base model: {student.get('base_model') or 'default'}"]
+    if student.get("deployed_checkpoint"):
+        lines.append(f"Deployed: checkpoint #{student['deployed_checkpoint']} ({student.get('deployed_label')})")
+    else:
+        lines.append("Deployed: nothing yet — the base model is the student")
+    deployed = student.get("deployed_checkpoint")
+    card = next((c["report"] for c in history if deployed and (c.get("report") or {}).get("checkpoint") == deployed),
+                None) or (deployed_card(history) if deployed else None)
+    label = "Scores"
+    if card is None:
+        _, card = last_card(status, history)
+        label = "Last candidate (not deployed)"
+    if card and card.get("metrics"):
+        scores = []
+        for key in CHART:
+            m = card["metrics"].get(key) or {}
+            if m.get("candidate") is not None:
+                delta = signed(m.get("vs_base"))
+                scores.append(f"{key} {fmt(m['candidate'])}" + (f" ({delta} vs base)" if delta else ""))
+        if scores:
+            lines.append(f"{label}: " + ", ".join(scores))
+    served = student.get("served")
+    if served:
+        lines.append(f"Served: {served.get('model') or 'a model'} at {served.get('url')}"
+                     + (" (parked while training)" if served.get("parked") else ""))
+    else:
+        lines.append("Served: not running")
+    return lines
+
+
+def next_state(status: dict | None) -> tuple[int, int, list[str]]:
+    """(sessions, needed, lines) for the "next cycle" box."""
+    if status is None:
+        return 0, 0, []
+    nxt = status.get("next") or {}
+    new, needed = int(nxt.get("new_sessions") or 0), int(nxt.get("needed") or 0)
+    window = nxt.get("window") or "any"
+    lines = [f"Window: {'any time' if window == 'any' else window}"
+             + (f" — opens {local_hhmm(nxt['next_window'])}" if nxt.get("next_window") else "")]
+    cycle = status.get("cycle")
+    if status.get("paused"):
+        lines.append("Learning is paused: resume it to go on.")
+    if cycle is not None:
+        doing = "waits for your approval" if cycle.get("state") == "approval" else "is running"
+        lines.append(f"Cycle {cycle['id']} {doing}: the next one is counted after it ends.")
+    elif nxt.get("waiting"):
+        if new < needed:
+            lines.append(f"Waits for {needed - new} more session{'s' * (needed - new != 1)}.")
+        # the session count and the window are said above; the other reasons (busy, battery, cool-down) here
+        lines += ["Waits: " + reason for reason in nxt["waiting"]
+                  if not any(said in reason for said in ("paused", "new usable sessions", "training window"))]
+    else:
+        lines.append("Ready: a cycle starts at the runtime's next look.")
+    return new, needed, lines
+
+
+def empty_text(status: dict | None) -> str:
+    new, needed, _ = next_state(status)
+    return f"No cycle yet — {new} of {needed} sessions captured" if status is not None else "Reading the school…"
+
+
+def cycle_headline(status: dict | None, history: list[dict]) -> str:
+    if status is None:
+        return "Reading the school…"
+    cycle = status.get("cycle")
+    if cycle is None:
+        if not history:
+            return empty_text(status)
+        last = history[0]
+        return f"No cycle running — cycle {last['id']} {last['state']}" + (
+            f": {last['reason']}" if last.get("reason") and last["state"] != "done" else "")
+    if cycle.get("state") == "approval":
+        return f"Cycle {cycle['id']} waits for your approval to deploy"
+    return f"Cycle {cycle['id']} — {cycle['stage']}" + (f"  ·  trigger: {cycle['trigger']}"
+                                                       if cycle.get("trigger") else "")
+
+
+def stage_marks(status: dict | None, history: list[dict]) -> tuple[str | None, list[str], str]:
+    """(current stage, stages done, how the current one shows: running | approval | failed | refused | done)."""
+    cycle = (status or {}).get("cycle")
+    if cycle is None:
+        last = history[0] if history else None
+        if last is None:
+            return None, [], "running"
+        done = [s for s in STAGES if s in (last.get("times") or {}) and s != last.get("stage")]
+        if last.get("state") == "done":
+            return None, [s for s in STAGES if s in (last.get("times") or {})] or list(STAGES), "done"
+        return last.get("stage"), done, "refused" if last.get("state") == "refused" else "failed"
+    stage = cycle.get("stage")
+    done = [s for s in STAGES[:STAGES.index(stage)]] if stage in STAGES else []
+    return stage, done, "approval" if cycle.get("state") == "approval" else "running"
+
+
+def progress_words(event: dict | None) -> tuple[int, int, str]:
+    """(step, total, words) of a cycle.progress event."""
+    if not event:
+        return 0, 0, ""
+    step, total = int(event.get("step") or 0), int(event.get("total") or 0)
+    words = [str(event.get("phase") or event.get("stage") or "")]
+    if total:
+        words.append(f"{step}/{total}")
+    eta = eta_words(event.get("eta_s"))
+    if eta:
+        words.append(eta)
+    return step, total, " · ".join(w for w in words if w)
+
+
+def chart_points(history: list[dict]) -> dict[str, list[tuple[float, float]]]:
+    """metric -> [(cycle id, the candidate's held-out value)] over the cycles that were judged, oldest first."""
+    out: dict[str, list[tuple[float, float]]] = {key: [] for key in CHART}
+    for cycle in sorted(history, key=lambda c: c["id"]):
+        metrics = (cycle.get("report") or {}).get("metrics") or {}
+        for key in CHART:
+            value = (metrics.get(key) or {}).get("candidate")
+            if value is not None:
+                out[key].append((float(cycle["id"]), float(value)))
+    return out
+
+
+def base_points(history: list[dict]) -> dict[str, float]:
+    """The base model's value of each chart metric (from the newest card that has it): the dashed reference."""
+    for cycle in history:
+        metrics = (cycle.get("report") or {}).get("metrics") or {}
+        found = {key: (metrics.get(key) or {}).get("base") for key in CHART}
+        if any(v is not None for v in found.values()):
+            return {k: v for k, v in found.items() if v is not None}
+    return {}
+
+
+def notice_text(event: dict) -> tuple[str, str, str]:
+    """(title, text, level) of a NOTIFY event, as the tray or the banner says it."""
+    kind, cycle = event.get("type"), event.get("cycle")
+    reason = event.get("reason") or ""
+    if kind == "cycle.done":
+        return f"Cycle {cycle} finished", event.get("summary") or f"cycle {cycle} finished", "info"
+    if kind == "cycle.refused":
+        return f"Cycle {cycle}: the gate refused the model", reason or event.get("summary") or "", "error"
+    if kind == "cycle.failed":
+        where = f" at {event['stage']}" if event.get("stage") else ""
+        return f"Cycle {cycle} failed{where}", reason, "error"
+    if kind == "stage.failed":
+        return f"Cycle {cycle}: {event.get('stage')} failed", reason, "error"
+    if kind == "approval.waiting":
+        reasons = "; ".join(event.get("reasons") or [])
+        checkpoint = f"checkpoint #{event['checkpoint']}" if event.get("checkpoint") else "the new model"
+        return (f"Cycle {cycle}: deployment waits for your approval",
+                f"{checkpoint} passed the gate" + (f" ({reasons})" if reasons else "")
+                + ". Approve or refuse it on the School tab.", "info")
+    if kind == "alert.fatal":
+        return f"Training stopped: {event.get('kind')}", f"job {event.get('job')}: {event.get('message')}", "error"
+    return kind or "event", reason, "info"
+
+
+def tray_state(status: dict | None, failed: bool = False) -> str:
+    """idle | capturing | training | judging | error, from the state (capturing is a moment: the tray sets it)."""
+    if failed:
+        return "error"
+    cycle = (status or {}).get("cycle")
+    if cycle is None:
+        return "idle"
+    return "training" if cycle.get("stage") in TRAINING_STAGES else "judging"
+
+
+def runtime_words(status: dict | None) -> str:
+    runtime = (status or {}).get("runtime")
+    if not runtime:
+        return "No runtime runs: nothing schedules."
+    return f"Runs in the {runtime.get('role')} (pid {runtime.get('pid')})"
