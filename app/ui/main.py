@@ -53,11 +53,11 @@ def build_window(store: Store | None = None, capture_config: CaptureConfig | Non
             runtime, holder = None, busy.holder if busy.holder.get("channel") else None
     if runtime is not None:
         link.own(runtime)
-        queue = QueueController(runtime.queue, schedules=False)  # the runtime ticks; the tab reads
+        queue = QueueController(runtime.queue)  # the runtime ticks; the tab reads
         capture = CaptureController(store, config, watch=False, service=runtime.capture)
     else:
         link.view(holder)
-        queue = QueueController(Queue(store, JobManager(store)), schedules=False)  # the daemon ticks
+        queue = QueueController(Queue(store, JobManager(store)))  # the daemon ticks
         pid = (holder or {}).get("pid")
         capture = CaptureController(store, config, watch=False,
                                     elsewhere=f"in the daemon (pid {pid})" if pid else "in the background process")

@@ -1,6 +1,5 @@
-"""Queue controller: ticks the scheduler off the GUI thread (or, where a runtime schedules, only reads the queue),
-runs every queue action on a worker thread, and hands the view snapshots of `Queue.entries()` (no widgets here: it
-emits, the view subscribes)."""
+"""Queue controller: reads the queue off the GUI thread every second (the runtime schedules), runs every queue
+action on a worker thread, and hands the view snapshots of `Queue.entries()` (it emits, the view subscribes)."""
 from __future__ import annotations
 
 import itertools
@@ -61,14 +60,11 @@ class QueueController(QObject):
     added = Signal(str)  # a job was queued from this app
     message = Signal(str, str)  # level (info | error), text
 
-    def __init__(self, queue: Queue, hyper: Hyper | None = None, interval_ms: int = TICK_MS,
-                 schedules: bool = True) -> None:
-        """schedules=False: a runtime (the window's own or a daemon's) ticks the scheduler; this controller's timer
-        only re-reads the queue (it never calls `Queue.tick`) and the runtime's events come in through
-        `on_runtime_event`."""
+    def __init__(self, queue: Queue, hyper: Hyper | None = None, interval_ms: int = TICK_MS) -> None:
+        """A runtime (the window's own or a daemon's) ticks the scheduler; this controller's timer only re-reads the
+        queue (it never calls `Queue.tick`) and the runtime's events come in through `on_runtime_event`."""
         super().__init__()
         self.queue = queue
-        self.schedules = schedules
         self.hyper = hyper  # hyper-parameters for jobs queued from the GUI (None: the recipe's defaults)
         self.entries: list = []
         self.paused = False
@@ -123,24 +119,19 @@ class QueueController(QObject):
             thread.join(timeout=wait_s)
 
     def tick(self) -> bool:
-        """Start a tick on a thread (a read only, when a runtime schedules); skipped (False) while the previous one
-        still runs or after stop()."""
+        """Re-read the queue on a thread (the runtime schedules); skipped (False) while the previous read still runs
+        or after stop()."""
         if self._closed or self._tick_thread is not None:
             return False
 
         def work() -> None:
-            report = snap = None
-            why = ""
-            try:
-                report = self.queue.tick() if self.schedules else None
-            except Exception as exc:  # noqa: BLE001 - the scheduler must go on; the reason is shown
-                why = (f"The queue could not schedule jobs — {type(exc).__name__}: {exc}. It tries again every "
-                       "second; if this repeats, check the data folder (disk full? permissions?).")
+            snap, why = None, ""
             try:
                 snap = self._read()
-            except Exception:  # noqa: BLE001 - the next tick reads again
-                pass
-            self._results.put((self._on_ticked, (report, snap, why)))
+            except Exception as exc:  # noqa: BLE001 - the next tick reads again; the reason is shown once
+                why = (f"The queue could not be read — {type(exc).__name__}: {exc}. It tries again every second; "
+                       "if this repeats, check the data folder (disk full? permissions?).")
+            self._results.put((self._on_ticked, (snap, why)))
 
         self._tick_thread = threading.Thread(target=work, name="queue-tick", daemon=True)
         self._tick_thread.start()
@@ -293,24 +284,12 @@ class QueueController(QObject):
         self._shown = shown
         self.entries_changed.emit(self.entries)
 
-    def _on_ticked(self, report, snap, why: str) -> None:
+    def _on_ticked(self, snap, why: str) -> None:
         self._tick_thread = None
         self.ticks += 1
         if why and why != self._last_tick_error:
             self.message.emit("error", why)  # once, not every second
         self._last_tick_error = why
-        if report is not None:
-            for job_id in report.started:
-                self.started.emit(job_id)
-            for job_id, why in report.failed_to_start:
-                self.message.emit("error", f"Job {job_id} could not start — {why}")
-            for outcome in report.inbox:
-                if outcome.job_id:
-                    self.added.emit(outcome.job_id)
-                    self.message.emit("info", f"Inbox: queued job {outcome.job_id} from {outcome.name}.")
-                else:
-                    self.message.emit("error", f"Inbox refused {outcome.name} — {outcome.reason} "
-                                               f"(moved to {outcome.moved_to.parent}).")
         if snap is not None:
             self._on_snapshot(snap)
 

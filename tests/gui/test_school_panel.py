@@ -195,7 +195,7 @@ def test_the_window_opens_on_the_school_tab_with_its_own_runtime(qtbot, make_win
     assert window.tabs.tabText(0) == "School" and window.tabs.currentWidget() is window.school
     assert window.link.mode == "own" and window.runtime is not None
     assert (lock.holder() or {}).get("role") == "window"
-    assert not window.queue_controller.schedules  # the runtime ticks the queue, the tab reads it
+    assert window.queue_controller.queue is window.runtime.queue  # the runtime ticks it, the tab only reads it
     qtbot.waitUntil(lambda: window.school_controller.reads >= 1, timeout=WAIT_MS)
     assert window.school.headline.text().startswith("No cycle yet — 0 of ")
     assert "Learning runs in this window" in window.school.footer.text()
@@ -246,7 +246,7 @@ def test_the_window_attaches_as_a_viewer_of_a_daemon(qtbot, make_window, daemon,
     # the queue tab reads the queue every second and never schedules
     queue = window.queue_controller
     qtbot.waitUntil(lambda: queue.ticks >= 2, timeout=WAIT_MS)
-    assert not queue.schedules and ticks == []
+    assert ticks == []  # Queue.tick was never called in this process
     # no capture of its own: the capture tab says who captures
     assert not window.capture_controller.running and not window.capture_controller.watch
     assert all(s.state == f"capturing in the daemon (pid {daemon.pid})" for s in window.capture_controller.sources())
