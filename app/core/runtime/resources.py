@@ -58,9 +58,12 @@ def _served_on_gpu(state: dict) -> bool:
 
 
 def before_training(policy: Policy, store: Store, bus: Bus) -> str:
-    """Free what training needs; '' when it may start, else why it waits."""
+    """Free what training needs; '' when it may start, else why it waits (then the served model stays: a cycle that
+    waits for memory does not leave the API answering 503 meanwhile)."""
     from app.core.ship import serving
 
+    if waiting := ram_wait(policy, store):
+        return waiting
     state = serving.state()
     if state and not state.get("parked") and (policy.free_served == "always"
                                               or (policy.free_served == "gpu" and _served_on_gpu(state))):
@@ -68,7 +71,7 @@ def before_training(policy: Policy, store: Store, bus: Bus) -> str:
         settings.put(store, PARKED_KEY, True)
         bus.publish("server.parked", model=(state.get("current") or {}).get("name"),
                     message="the served model left memory for training; the API answers 503 until it is back")
-    return ram_wait(policy, store)
+    return ""
 
 
 def after_training(store: Store, bus: Bus) -> None:
