@@ -104,7 +104,8 @@ def test_kill_9_at_random_steps_resumes_and_finishes_continuously(tiny_model, tm
             overlaps += 1
             assert later[step].loss == pytest.approx(earlier[step].loss, rel=1e-3, abs=1e-4), (seed, step)
             assert later[step].lr == pytest.approx(earlier[step].lr, rel=1e-6), (seed, step)
-    assert overlaps >= 5, seed
+    # the torn checkpoint alone forces SAVE re-run steps; more depend on where each kill landed (timing)
+    assert overlaps >= SAVE, seed
     losses = [final[s].loss for s in sorted(final)]
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.1, (seed, losses)
 
