@@ -1,6 +1,7 @@
 """`nightschool dataset build | list | show | validate`: datasets from captured sessions, from the terminal."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections import defaultdict
@@ -14,7 +15,7 @@ SHOWN = 5  # problems shown per check
 def _config(args):
     from app.core.datasets.config import BuildConfig, Filters
 
-    f = Filters(drop_abandoned=not args.keep_abandoned, drop_errored=not args.keep_errored,
+    f = Filters(drop_abandoned=args.drop_abandoned, drop_errored=not args.keep_errored,
                 min_tool_calls=args.min_tool_calls, min_steps=args.min_steps, require_recovery=args.require_recovery,
                 min_reasoning=args.min_reasoning, include_subagents=not args.no_subagents,
                 near_duplicate=args.near_duplicate)
@@ -23,15 +24,18 @@ def _config(args):
                        filters=f)
 
 
-def _follow(run) -> None:
-    """Progress bar per phase from the worker's envelopes; logs above it."""
+def _follow(run, log=None) -> None:
+    """Progress bar per phase from the worker's envelopes; logs above it (on `log`, stdout unless given)."""
     from tqdm import tqdm
 
     bar, phase = None, None
     for env in run.events():
         body = env.body
         if env.type == "log":
-            (bar.write if bar else print)(body.message)
+            if bar:
+                bar.write(body.message, file=log)
+            else:
+                print(body.message, file=log)
         elif env.type == "progress":
             if body.phase != phase:
                 if bar:
@@ -44,10 +48,10 @@ def _follow(run) -> None:
         bar.close()
 
 
-def _finish(run):
+def _finish(run, log=None):
     """Follow a worker to its end; the Outcome when it registered something, else the exit code."""
     try:
-        _follow(run)
+        _follow(run, log)
     except KeyboardInterrupt:
         run.cancel()
         print("cancelled: nothing was registered")
@@ -64,15 +68,34 @@ def cmd_build(args) -> int:
     from app.core.workers import start_build
 
     store = open_store()
-    outcome = _finish(start_build(store, _config(args)))
+    outcome = _finish(start_build(store, _config(args)), sys.stderr if args.json else None)
     if isinstance(outcome, int):
         return outcome
+    ds = Registry(store).get(outcome.identical_to or outcome.name)
+    if args.json:
+        from app.cli.common import print_json
+
+        return print_json({**build_summary(ds), "identical_to": outcome.identical_to})
     if outcome.identical_to:
         print(f"unchanged: identical to {outcome.identical_to} (fingerprint {outcome.fingerprint[:16]}); "
               "nothing new was stored")
         return 0
-    _summary(Registry(store).get(outcome.name))
+    _summary(ds)
     return 0
+
+
+def build_summary(ds) -> dict:
+    """What a build made, as data (`dataset build --json`): splits, filters, counts, the held-out set, trimming."""
+    from app.core.datasets import manifest as M
+
+    man = M.read(Path(ds.path))
+    return {"name": ds.name, "base_model": ds.base_model, "mode": ds.mode, "examples": ds.examples,
+            "fingerprint": ds.fingerprint, "folder": ds.path,
+            "splits": {k: v.model_dump() for k, v in man.splits.items()}, "filters": man.filters,
+            "counts": man.counts, "replayed_from": man.replayed_from,
+            "abandoned": {"sessions_trimmed": man.counts.get("abandoned sessions trimmed", 0),
+                          "examples_added": man.counts.get("examples from trimmed sessions", 0)},
+            "heldout": {"added": man.heldout_added, "sessions": man.heldout_sessions, "read_from": man.heldout_from}}
 
 
 def cmd_pairs(args) -> int:
@@ -106,8 +129,12 @@ def _summary(ds) -> None:
     print(f"  filters removed: {removed or 'nothing'}")
     if man.replayed_from:
         print(f"  replayed {man.counts.get('replayed', 0)} examples from {', '.join(man.replayed_from)}")
-    if man.heldout_frozen:
-        print(f"  froze {len(man.heldout_frozen)} sessions as the held-out eval set of {ds.base_model}")
+    if trimmed := man.counts.get("abandoned sessions trimmed", 0):
+        print(f"  interrupted sessions kept up to their last completed action: {trimmed} "
+              f"({man.counts.get('examples from trimmed sessions', 0)} examples)")
+    if man.heldout_added or man.heldout_sessions:
+        print(f"  held-out set of {ds.base_model}: {man.heldout_sessions} sessions, never trained on "
+              f"({len(man.heldout_added)} new in this build; the test split holds them all: {ds.test} examples)")
     print(f"  fingerprint {ds.fingerprint}\n  folder {ds.path}")
 
 
@@ -238,7 +265,9 @@ def register(sub) -> None:
                    help="reasoning markers + self-corrections + constraints + pruning a session needs "
                         "(default %(default)s)")
     b.add_argument("--require-recovery", action="store_true")
-    b.add_argument("--keep-abandoned", action="store_true")
+    b.add_argument("--drop-abandoned", action="store_true",
+                   help="drop interrupted sessions whole (default: keep their turns up to the last completed action)")
+    b.add_argument("--keep-abandoned", action="store_true", help=argparse.SUPPRESS)  # the default now
     b.add_argument("--keep-errored", action="store_true")
     b.add_argument("--no-subagents", action="store_true")
     b.add_argument("--no-thinking", action="store_true")
@@ -247,7 +276,9 @@ def register(sub) -> None:
     b.add_argument("--replay", type=float, default=d.replay,
                    help="share replayed from earlier datasets (incremental; default %(default)s)")
     b.add_argument("--val", type=float, default=d.val_share, help="validation share (default %(default)s)")
-    b.add_argument("--test", type=float, default=d.test_share, help="test share (default %(default)s)")
+    b.add_argument("--test", type=float, default=d.test_share,
+                   help="share of the new sessions held out for ever (default %(default)s)")
+    b.add_argument("--json", action="store_true", help="print what the build made as JSON")
     b.set_defaults(func=cmd_build)
     p = dsub.add_parser("pairs", help="preference pairs: a student's next actions vs the teacher's")
     p.add_argument("--name")

@@ -103,8 +103,10 @@ class BuildForm(QGroupBox):
         f = d.filters
         self.min_tools = spin(0, 1000, f.min_tool_calls, tip="sessions with fewer tool calls are dropped")
         self.min_steps = spin(0, 1000, f.min_steps, tip="sessions with fewer assistant messages are dropped")
-        self.drop_abandoned = check("Drop abandoned", f.drop_abandoned, "drop sessions that ended on a request, "
-                                                                        "a pending call or an unanswered result")
+        self.drop_abandoned = check("Drop abandoned", f.drop_abandoned, "drop interrupted sessions whole (ended on a "
+                                                                        "request, a pending call or an unanswered "
+                                                                        "result); unchecked, their completed turns "
+                                                                        "are kept and the unfinished tail dropped")
         self.drop_errored = check("Drop errored", f.drop_errored, "drop sessions that ended on a failed tool call")
         self.require_recovery = check("Require recovery", f.require_recovery, "keep only sessions where an error was "
                                                                               "followed by a successful retry")

@@ -310,7 +310,7 @@ def provenance_html(details: Details) -> str:
             ["Max length", cfg.get("max_length", "?")], ["Val / test share", f"{cfg.get('val_share')} / "
                                                                              f"{cfg.get('test_share')}"],
             ["Replayed from", ", ".join(m.replayed_from) or "—"],
-            ["Held-out sessions frozen", len(m.heldout_frozen)], ["Created", m.created_at],
+            ["Held-out set", f"{m.heldout_sessions} sessions (+{len(m.heldout_added)} by this build)"], ["Created", m.created_at],
             ["Folder", details.folder]]
     body = "".join(f"<tr><td style='color:{DIM}'>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in rows)
     return f"<h3>Provenance</h3><table cellspacing='0' cellpadding='2'>{body}</table>"

@@ -49,7 +49,7 @@ def test_no_session_in_two_splits_and_the_heldout_set_is_never_trained_on(store,
     assert first.ok, first.message
     heldout = Registry(store).heldout(a.base_model)
     by_split = {s: {r["session_id"] for r in records(Path(a.path), s)} for s in ("train", "val", "test")}
-    assert heldout and heldout == by_split["test"]  # the first build froze its test sessions
+    assert heldout and heldout == by_split["test"]  # the first build held out its test sessions
     assert not (by_split["train"] & by_split["val"]) and not (by_split["train"] & by_split["test"])
     assert not (by_split["val"] & by_split["test"])
 
@@ -68,7 +68,10 @@ def test_no_session_in_two_splits_and_the_heldout_set_is_never_trained_on(store,
     for ds in Registry(store).all():
         for split in ("train", "val"):
             assert not {r["session_id"] for r in records(Path(ds.path), split)} & heldout
-    assert Registry(store).heldout(a.base_model) == heldout  # frozen: later builds do not change it
+    grown = Registry(store).heldout(a.base_model)
+    assert heldout < grown  # the second build held out a share of its new sessions; the first ones stay held out
+    assert {r["session_id"] for r in records(Path(b.path), "test")} == grown  # its test split: the whole set
+    assert man["heldout_sessions"] == len(grown) and set(man["heldout_added"]) == grown - heldout
 
 
 def test_planted_leakage_and_secret_are_caught_and_reported(store, agent_dir, build, ns_home):

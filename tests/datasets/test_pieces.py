@@ -60,14 +60,16 @@ def row(i: int, **over):
 def test_each_filter_removes_what_it_should_and_counts_it():
     rows = [row(0), row(1, outcome="abandoned"), row(2, outcome="errored"), row(3, tool_calls=0, sig={"tool_sequence": []}),
             row(4, parent_id="s0"), row(5, sig={"recoveries": 1, "reasoning_markers": 3})]
-    kept, removed = filters.apply(rows, Filters())
+    kept, removed = filters.apply(rows, Filters(drop_abandoned=True))
     assert [r.id for r in kept] == ["s0", "s4", "s5"]
     assert removed == {"abandoned": 1, "errored": 1, "fewer than 1 tool calls": 1}
+    kept, removed = filters.apply(rows, Filters())  # by default an abandoned session stays (the builder trims it)
+    assert [r.id for r in kept] == ["s0", "s1", "s4", "s5"] and "abandoned" not in removed
     kept, removed = filters.apply(rows, Filters(require_recovery=True, include_subagents=False, drop_abandoned=False,
                                                 drop_errored=False, min_tool_calls=0, min_steps=0))
     assert [r.id for r in kept] == ["s5"] and removed["sub-agent sessions"] == 1
     kept, removed = filters.apply(rows, Filters(min_reasoning=2))
-    assert [r.id for r in kept] == ["s5"] and removed["reasoning below 2"] == 2
+    assert [r.id for r in kept] == ["s5"] and removed["reasoning below 2"] == 3  # s0, s1 (abandoned, kept), s4
 
 
 def test_near_duplicates_keep_the_earliest():

@@ -1,5 +1,6 @@
-"""The SFT dataset build: sessions -> filters -> conversations -> near-duplicates -> splits -> windows -> rendered
-examples -> checks -> replay -> files + manifest. Pure Python; the tokenizer-bound work is the renderer's (engine)."""
+"""The SFT dataset build: sessions -> filters -> conversations (interrupted ones cut to their completed turns) ->
+near-duplicates -> splits -> windows -> rendered examples -> checks -> the held-out set read back -> replay -> files +
+manifest. Pure Python; the tokenizer-bound work is the renderer's (engine)."""
 from __future__ import annotations
 
 import hashlib
@@ -18,9 +19,9 @@ from app.core.capture.scrub import Scrubber
 from app.core.datasets import checks, dedup, filters, manifest as M, windows
 from app.core.datasets.catalog import Registry, default_name
 from app.core.datasets.config import BuildConfig
-from app.core.datasets.convert import Conversation, conversation
+from app.core.datasets.convert import Conversation, conversation, trimmed
 from app.core.datasets.errors import BuildError  # noqa: F401 - raised here, imported from here by callers
-from app.core.datasets.splits import SPLITS, split_of
+from app.core.datasets.splits import SPLITS, assign
 
 Progress = Callable[[str, int, int], None]  # (phase, step, total)
 
@@ -43,13 +44,15 @@ class Example:
     window: int
     messages: list[dict]
     rendered: dict
-    source: str = "new"  # new | replay
+    source: str = "new"  # new | replay | heldout (every test example: the held-out set)
+    heldout_by: str = ""  # test examples: the dataset that held their session out
 
     def record(self) -> dict:
         masks = self.rendered["assistant_masks"]
-        return {"id": self.id, "session_id": self.session_id, "window": self.window, "source": self.source,
-                "messages": self.messages, "input_ids": self.rendered["input_ids"], "assistant_masks": masks,
-                "tokens": len(masks), "trained": sum(masks)}
+        rec = {"id": self.id, "session_id": self.session_id, "window": self.window, "source": self.source,
+               "messages": self.messages, "input_ids": self.rendered["input_ids"], "assistant_masks": masks,
+               "tokens": len(masks), "trained": sum(masks)}
+        return {**rec, "heldout_by": self.heldout_by} if self.split == "test" else rec
 
 
 @dataclass
@@ -62,6 +65,7 @@ class Build:
     examples: list[Example] = field(default_factory=list)
     conversations: dict[str, Conversation] = field(default_factory=dict)
     splits: dict[str, str] = field(default_factory=dict)  # session id -> split
+    trimmed: set[str] = field(default_factory=set)  # interrupted sessions cut to their completed turns
 
     def exclude(self, session_id: str, window: int, problems: list[checks.Problem]) -> None:
         self.counts["excluded"] += 1
@@ -102,19 +106,41 @@ def load_conversations(store: Store, config: BuildConfig, b: Build, progress: Pr
         for i, sess in enumerate(kept):
             rows = s.scalars(select(MessageRow).where(MessageRow.session_id == sess.id, MessageRow.branch == 0)
                              .order_by(MessageRow.seq)).all()
-            out.append(conversation(sess, rows, config.thinking, config.max_tool_output))
+            conv = conversation(sess, rows, config.thinking, config.max_tool_output)
+            if sess.outcome == "abandoned":
+                conv = _completed(conv, config, b)
+            if conv is not None:
+                out.append(conv)
             progress("load", i + 1, len(kept))
     return out
 
 
-def _split_sessions(convs: list[Conversation], config: BuildConfig, heldout: frozenset[str]) -> dict[str, str]:
-    """Sub-agents follow their root session, so a task never straddles splits."""
-    return {c.session_id: split_of(c.parent_id or c.session_id, config.val_share, config.test_share, heldout)
-            for c in convs}
+def _completed(conv: Conversation, config: BuildConfig, b: Build) -> Conversation | None:
+    """An abandoned session's completed turns, if they still pass the tool-call and step filters (the unfinished
+    tail's calls no longer count); counted under the filter that removes it otherwise."""
+    cut = trimmed(conv)
+    calls = sum(len(m.get("tool_calls") or []) for m in cut.messages) if cut else 0
+    steps = calls + (1 if cut and not cut.messages[-1].get("tool_calls") else 0)
+    f = config.filters
+    failed = ("abandoned before any completed action" if cut is None else
+              f"fewer than {f.min_tool_calls} tool calls" if calls < f.min_tool_calls else
+              f"fewer than {f.min_steps} steps" if steps < f.min_steps else None)
+    if failed:
+        b.filters[failed] += 1
+        return None
+    b.trimmed.add(conv.session_id)
+    return cut
+
+
+def _split_sessions(convs: list[Conversation], config: BuildConfig, heldout: frozenset[str],
+                    prior: dict[str, str]) -> dict[str, str]:
+    """Sub-agents follow their root session, so a task never straddles splits; a session keeps its earlier split."""
+    return assign({c.session_id: c.parent_id or c.session_id for c in convs}, config.val_share, config.test_share,
+                  heldout, prior)
 
 
 def _examples(conv: Conversation, split: str, config: BuildConfig, renderer: Renderer, b: Build,
-              scrubber: Scrubber) -> None:
+              scrubber: Scrubber, heldout_by: str = "") -> None:
     found, too_long = windows.windows(conv.messages, config.max_length, renderer.count)
     b.filters["over max length (turn blocks)"] += too_long
     for w, msgs in enumerate(found):
@@ -133,7 +159,7 @@ def _examples(conv: Conversation, split: str, config: BuildConfig, renderer: Ren
             b.filters[f"shorter than {config.filters.min_tokens} tokens (examples)"] += 1
             continue
         b.examples.append(Example(M.example_id(msgs, renderer.template_sha256), conv.session_id, split, w, msgs,
-                                  rendered))
+                                  rendered, source="heldout" if split == "test" else "new", heldout_by=heldout_by))
 
 
 def _slim(rendered: dict) -> dict:
@@ -141,6 +167,30 @@ def _slim(rendered: dict) -> dict:
     for key in ("text", "offsets", "problems"):
         rendered.pop(key, None)
     return rendered
+
+
+def _heldout(store: Store, config: BuildConfig, b: Build, renderer: Renderer, by: dict[str, str]) -> dict[str, int]:
+    """Every held-out session this build did not render itself, read back from the newest earlier dataset whose
+    test split holds it: so this build's test split is the whole held-out set. Returns dataset -> examples read."""
+    fresh = {e.session_id for e in b.examples if e.split == "test"}
+    missing, found, taken = set(by) - fresh, {}, {e.id for e in b.examples}
+    for ds in reversed(Registry(store).earlier(config.base_model)):
+        if not missing:
+            break
+        for rec in M.iter_examples(Path(ds.path), "test"):
+            sid = rec["session_id"]
+            if sid in missing and found.setdefault(sid, ds.name) == ds.name:
+                msgs = rec["messages"]
+                example = Example(M.example_id(msgs, renderer.template_sha256), sid, "test", rec.get("window", 0),
+                                  msgs, _slim(renderer.render(msgs)), source="heldout",
+                                  heldout_by=rec.get("heldout_by") or by[sid] or ds.name)
+                if example.id not in taken:
+                    taken.add(example.id)
+                    b.examples.append(example)
+        missing -= set(found)
+    if found:
+        b.counts["held-out sessions read back"] = len(found)
+    return dict(sorted(Counter(found.values()).items()))
 
 
 def _replay(store: Store, config: BuildConfig, b: Build, renderer: Renderer, heldout: frozenset[str]) -> list[str]:
@@ -186,8 +236,8 @@ def _mode(store: Store, config: BuildConfig) -> str:
 def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path, progress: Progress = _quiet) -> M.Manifest:
     """Build into `out` (created); return the manifest written there. Raises BuildError when nothing is left."""
     b, registry = Build(), Registry(store)
-    mode = _mode(store, config)
-    heldout = registry.heldout(config.base_model)
+    mode, name = _mode(store, config), config.name or default_name("sft")
+    heldout, prior = registry.heldout(config.base_model), registry.prior_splits(config.base_model)
     convs = load_conversations(store, config, b, progress)
     if mode == "incremental":
         used = registry.used(config.base_model)
@@ -198,20 +248,47 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path, prog
     b.filters["near-duplicate (MinHash)"] = len(dropped)
     convs = [c for c in convs if c.session_id not in dropped]
     b.conversations = {c.session_id: c for c in convs}
-    b.splits = _split_sessions(convs, config, heldout)
+    b.splits = _split_sessions(convs, config, heldout, prior)
+    by = registry.heldout_by(config.base_model)  # held-out session -> the dataset that held it out
+    by.update({sid: name for sid, split in b.splits.items() if split == "test" and sid not in by})
     scrubber = Scrubber()
     for i, conv in enumerate(convs):
-        _examples(conv, b.splits[conv.session_id], config, renderer, b, scrubber)
+        _examples(conv, b.splits[conv.session_id], config, renderer, b, scrubber, by.get(conv.session_id, ""))
         progress("render", i + 1, len(convs))
-    replayed_from = _replay(store, config, b, renderer, heldout) if mode == "incremental" else []
+    _nonempty(b, mode)
+    _count_trimmed(b)
+    held = Held(sorted(set(by) - heldout), len(by), _heldout(store, config, b, renderer, by))
+    replayed_from = _replay(store, config, b, renderer, frozenset(by)) if mode == "incremental" else []
     _overlap(b)
-    if not b.examples:
-        fix = ("every session is already in an earlier dataset: capture more work, or rebuild everything with "
-               "mode full" if mode == "incremental" and b.filters["already in an earlier dataset"] else
-               "raise the max length: the turns do not fit in it" if b.filters["over max length (turn blocks)"] else
-               "capture more sessions, or loosen the filters (fewer tool calls or steps required)")
-        raise BuildError("no examples to build", why=_why_empty(b), fix=fix)
-    return _write(out, config, mode, renderer, b, heldout, replayed_from, progress)
+    return _write(out, config.model_copy(update={"name": name}), mode, renderer, b, held, replayed_from, progress)
+
+
+def _nonempty(b: Build, mode: str) -> None:
+    """Nothing new rendered: refuse (the held-out set read back alone is not a dataset)."""
+    if b.examples:
+        return
+    fix = ("every session is already in an earlier dataset: capture more work, or rebuild everything with "
+           "mode full" if mode == "incremental" and b.filters["already in an earlier dataset"] else
+           "raise the max length: the turns do not fit in it" if b.filters["over max length (turn blocks)"] else
+           "capture more sessions, or loosen the filters (fewer tool calls or steps required)")
+    raise BuildError("no examples to build", why=_why_empty(b), fix=fix)
+
+
+@dataclass
+class Held:
+    """What a build did to the held-out set: sessions it added, the set's size after it, examples read back."""
+
+    added: list[str]
+    sessions: int
+    read_from: dict[str, int]
+
+
+def _count_trimmed(b: Build) -> None:
+    """How many interrupted sessions gave their completed turns, and how many examples they add."""
+    kept = b.trimmed & set(b.conversations)  # near-duplicates and sessions of earlier datasets are not this build's
+    if kept:
+        b.counts["abandoned sessions trimmed"] = len(kept)
+        b.counts["examples from trimmed sessions"] = sum(1 for e in b.examples if e.session_id in kept)
 
 
 def _why_empty(b: Build) -> str:
@@ -220,7 +297,7 @@ def _why_empty(b: Build) -> str:
            f"{b.counts['excluded']}"
 
 
-def _write(out: Path, config: BuildConfig, mode: str, renderer: Renderer, b: Build, heldout: frozenset[str],
+def _write(out: Path, config: BuildConfig, mode: str, renderer: Renderer, b: Build, held: Held,
            replayed_from: list[str], progress: Progress) -> M.Manifest:
     out.mkdir(parents=True, exist_ok=True)
     by_split: dict[str, list[Example]] = defaultdict(list)
@@ -232,15 +309,14 @@ def _write(out: Path, config: BuildConfig, mode: str, renderer: Renderer, b: Bui
     M.write_jsonl(out / M.PREVIEW, [{"id": e.id, "split": e.split, "segments": e.rendered["segments"]}
                                     for s in SPLITS for e in by_split[s]])
     (out / M.REPORT).write_text(json.dumps(_report(b), indent=1, ensure_ascii=False), encoding="utf-8")
-    frozen = [] if heldout or not config.freeze_heldout else sorted(
-        {c.session_id for c in b.conversations.values() if b.splits[c.session_id] == "test"})
     man = M.Manifest(
         name=config.name or default_name("sft"), base_model=config.base_model, base_model_label=renderer.label,
         template_sha256=renderer.template_sha256, convention=renderer.convention, mode=mode,
         config=config.model_dump(), created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         fingerprint=M.fingerprint({s: [e.id for e in by_split[s]] for s in SPLITS}, renderer.template_sha256),
         splits={s: _size(by_split[s]) for s in SPLITS}, sessions=_uses(b), filters=dict(b.filters),
-        counts=dict(b.counts), replayed_from=replayed_from, heldout_frozen=frozen)
+        counts=dict(b.counts), replayed_from=replayed_from, heldout_added=held.added,
+        heldout_sessions=held.sessions, heldout_from=held.read_from)
     M.write(out, man)
     progress("write", len(SPLITS) + 1, len(SPLITS) + 1)
     return man

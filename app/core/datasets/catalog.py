@@ -1,5 +1,6 @@
-"""Built datasets in the store: earlier datasets of a base model, sessions they used, the frozen held-out set, and
-registration of a finished build (fail-closed: a folder that does not match its manifest is refused)."""
+"""Built datasets in the store: earlier datasets of a base model, sessions they used and their splits, the held-out
+set (it grows with every build, never shrinks) and registration of a finished build (fail-closed: a folder that does
+not match its manifest, or would train on the held-out set, is refused)."""
 from __future__ import annotations
 
 import shutil
@@ -69,8 +70,39 @@ class Registry:
             return {(a, b) for a, b in rows}
 
     def heldout(self, base_model: str) -> frozenset[str]:
+        """The sessions held out for this base model so far: no dataset of it trains on them, ever."""
         with self.store.session() as s:
             return frozenset(s.scalars(select(HeldOut.session_id).where(HeldOut.base_model == base_model)))
+
+    def heldout_by(self, base_model: str) -> dict[str, str]:
+        """Held-out session id -> the name of the dataset that held it out ("" when that dataset is gone)."""
+        with self.store.session() as s:
+            rows = s.execute(select(HeldOut.session_id, BuiltDataset.name)
+                             .join(BuiltDataset, BuiltDataset.id == HeldOut.dataset_id, isouter=True)
+                             .where(HeldOut.base_model == base_model))
+            return {sid: name or "" for sid, name in rows}
+
+    def prior_splits(self, base_model: str) -> dict[str, str]:
+        """Session id -> the split earlier SFT datasets of this base model gave it; train/val (the newest) wins over
+        test, so a session any build trained or validated on is never held out later."""
+        out: dict[str, str] = {}
+        with self.store.session() as s:
+            rows = s.execute(select(DatasetSession.session_id, DatasetSession.split)
+                             .join(BuiltDataset, BuiltDataset.id == DatasetSession.dataset_id)
+                             .where(BuiltDataset.base_model == base_model, BuiltDataset.kind == "sft")
+                             .order_by(BuiltDataset.id))
+            for sid, split in rows:
+                if split != "test" or sid not in out:
+                    out[sid] = split
+        return out
+
+    def current_heldout(self, base_model: str) -> BuiltDataset | None:
+        """The current held-out set of a base model: the newest SFT dataset of it with a test split (each build's
+        test split holds every session held out so far)."""
+        with self.store.session() as s:
+            return s.scalar(select(BuiltDataset).where(BuiltDataset.base_model == base_model,
+                                                       BuiltDataset.kind == "sft", BuiltDataset.test > 0)
+                            .order_by(BuiltDataset.id.desc()))
 
     def sessions_of(self, dataset_id: int) -> list[DatasetSession]:
         with self.store.session() as s:
@@ -109,8 +141,15 @@ class Registry:
         frozen = self.heldout(man.base_model)
         leaked = sorted({u.id for u in man.sessions if u.split in ("train", "val") and u.id in frozen})
         if leaked:
-            raise RegistrationError("the build would train on the frozen held-out set",
+            raise RegistrationError("the build would train on the held-out set",
                                     why=f"{len(leaked)} held-out session(s) in train/val, e.g. {leaked[0]}",
+                                    fix="this is a bug in the builder; the dataset was not registered")
+        prior = self.prior_splits(man.base_model) if man.kind == "sft" else {}
+        trained = sorted(sid for sid in man.heldout_added if prior.get(sid) in ("train", "val"))
+        if trained:
+            raise RegistrationError("the build would hold out a session an earlier dataset trained on",
+                                    why=f"{len(trained)} session(s), e.g. {trained[0]}, were in an earlier "
+                                        f"train/val split: they cannot measure what the model did not see",
                                     fix="this is a bug in the builder; the dataset was not registered")
 
     def _insert(self, man: M.Manifest, target: Path) -> BuiltDataset:
@@ -125,8 +164,9 @@ class Registry:
             s.flush()
             s.add_all([DatasetSession(dataset_id=row.id, session_id=u.id, split=u.split, examples=u.examples,
                                       content_sha256=u.content_sha256) for u in man.sessions])
+            known = set(s.scalars(select(HeldOut.session_id).where(HeldOut.base_model == man.base_model)))
             s.add_all([HeldOut(base_model=man.base_model, session_id=sid, dataset_id=row.id)
-                       for sid in man.heldout_frozen])
+                       for sid in man.heldout_added if sid not in known])
         return row
 
 

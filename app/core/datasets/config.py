@@ -13,7 +13,9 @@ MODES: tuple[str, ...] = get_args(Mode)
 class Filters(BaseModel):
     """Session filters, applied in this order; each reports how many it removed."""
 
-    drop_abandoned: bool = True  # ended on a request, a pending call or an unanswered result
+    # abandoned = ended on a request, a pending call or an unanswered result. False: keep its turns up to the last
+    # completed action (the unfinished tail is cut); True: drop the whole session
+    drop_abandoned: bool = False
     drop_errored: bool = True  # ended on a failed tool call
     min_tool_calls: int = Field(1, ge=0)
     min_steps: int = Field(2, ge=0)  # assistant messages: a multi-step workflow has at least this many
@@ -26,7 +28,8 @@ class Filters(BaseModel):
 
 class BuildConfig(BaseModel):
     """One build request. `mode` full = every eligible session; incremental = sessions no earlier dataset of this
-    base model used, plus `replay` share of examples replayed from earlier ones."""
+    base model used, plus `replay` share of examples replayed from earlier ones. Either way `test_share` of the new
+    sessions joins the base model's held-out set for ever, and the test split is the whole held-out set so far."""
 
     name: str | None = None
     base_model: str = "default"
@@ -37,6 +40,5 @@ class BuildConfig(BaseModel):
     replay: float = Field(0.3, ge=0.0, lt=1.0)  # share of the new dataset replayed from earlier ones
     thinking: bool = True  # keep the agent's thinking as <think>…</think> before its answer
     max_tool_output: int = Field(2000, ge=0)  # characters of a tool result kept (0 = all)
-    freeze_heldout: bool = True  # the first build for a base model freezes its test sessions as the held-out set
     seed: int = 0
     filters: Filters = Field(default_factory=Filters)

@@ -119,3 +119,32 @@ def conversation(session: Any, rows: list[Any], thinking: bool = True, max_tool_
     tools = sorted(used)
     return Conversation(session.id, session.parent_id, session.started_at or "", [system_message(tools), *messages],
                         tools)
+
+
+def _completed_at(messages: list[dict], i: int) -> bool:
+    """An assistant message is a completed action when every tool call it made got a result, or, with no call, when
+    it answered (the next message is not another assistant message of the same turn)."""
+    m = messages[i]
+    if m["role"] != "assistant":
+        return False
+    calls = {c.get("id", "") for c in m.get("tool_calls") or []}
+    if calls:
+        return calls <= {r.get("tool_call_id") for r in messages[i + 1:] if r["role"] == "tool"}
+    return bool((m.get("content") or "").strip()) and (i + 1 == len(messages) or messages[i + 1]["role"] != "assistant")
+
+
+def completed_turns(messages: list[dict]) -> list[dict]:
+    """An interrupted session up to its last completed action; the unfinished tail (a request never answered, a
+    pending call, a result nobody answered) is cut. [] when nothing was completed."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if _completed_at(messages, i)), None)
+    return [] if last is None else messages[:last + 1]
+
+
+def trimmed(conv: Conversation) -> Conversation | None:
+    """The conversation of an interrupted session cut to its completed turns (the system message names only the tools
+    those turns used); None when no action was completed."""
+    kept = completed_turns(conv.messages)
+    if not any(m["role"] == "assistant" for m in kept):
+        return None
+    tools = sorted({c["function"]["name"] for m in kept for c in m.get("tool_calls") or []})
+    return Conversation(conv.session_id, conv.parent_id, conv.started_at, [system_message(tools), *kept[1:]], tools)

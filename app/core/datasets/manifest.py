@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from app.core.base.files import atomic_write
 from app.core.base.fingerprint import sha256_file
@@ -51,12 +51,21 @@ class Manifest(BaseModel):
     filters: dict[str, int] = Field(default_factory=dict)  # filter -> sessions (or examples) it removed
     counts: dict[str, int] = Field(default_factory=dict)
     replayed_from: list[str] = Field(default_factory=list)
-    heldout_frozen: list[str] = Field(default_factory=list)  # sessions this build froze as the held-out set
+    # sessions this build added to its base model's held-out set (new sessions only; held out for ever)
+    heldout_added: list[str] = Field(default_factory=list,
+                                     validation_alias=AliasChoices("heldout_added", "heldout_frozen"))
+    heldout_sessions: int = 0  # sessions in the held-out set after this build (its test split holds them all)
+    heldout_from: dict[str, int] = Field(default_factory=dict)  # earlier dataset -> held-out examples read back
     student: dict[str, Any] = Field(default_factory=dict)  # preference pairs: the model that answered
 
     @property
     def examples(self) -> int:
         return sum(s.examples for s in self.splits.values())
+
+    @property
+    def heldout_frozen(self) -> list[str]:
+        """The older name of `heldout_added`."""
+        return self.heldout_added
 
 
 def fingerprint(ids_by_split: dict[str, list[str]], template_sha256: str) -> str:

@@ -117,7 +117,7 @@ def teacher_contexts(records: Iterable[dict], max_contexts: int, seed: int = 0) 
 
 def train_records(folder: Path, heldout: frozenset[str] = frozenset()) -> Iterator[dict]:
     """A built SFT dataset's train examples only: from sessions its manifest puts in train, or replayed from an
-    earlier dataset's train split; never val or test, never the frozen held-out set."""
+    earlier dataset's train split; never val or test, never the held-out set."""
     splits = {u.id: u.split for u in M.read(folder).sessions}
     for rec in M.iter_examples(folder, "train"):
         sid = rec.get("session_id")
