@@ -2,7 +2,8 @@
 
 `packing`: useful (non-padding) trained tokens per second of engine SFT jobs with `Hyper.packing=True` (TRL BFD
 packing + padding-free) vs `packing=False` (plain padding), on the same skewed-length agent-trace examples, one epoch
-each, interleaved A B A B; ratio packing / padding (target >= 1.5x).
+each, interleaved A B A B; ratio packing / padding (targets: >= 1.5x on a short-heavy mix, >= 1.3x on traces).
+`--before` adds a packed job with sdpa's block mask over the whole row (the engine before engine.attention).
 
 `memory`: peak RSS of the engine process (VmHWM, polled from /proc while it runs) and step time of each recipe (sft,
 dpo, orpo, kto, grpo, rloo) on small data: the capital-city chats of tests/tiny_model.py, preference pairs made of
@@ -10,10 +11,15 @@ them with a wrong rejected answer, and the same chats as RL prompts.
 
     .venv/bin/python -m bench.bench_recipes packing [--model smollm2] [--examples 256] [--repeats 2] [--threads 1]
     .venv/bin/python -m bench.bench_recipes memory [--model smollm2] [--recipes sft,dpo] [--steps 8] [--threads 1]
+    SmolLM2 at 2048 tokens, the engine now vs as it was (TRL's fused head, glibc's dynamic heap), one line:
+    .venv/bin/python -m bench.bench_recipes memory --model smollm2 --recipes sft,sft:before --tokens 2048
+        --steps 2 --batch 2 --grad-accum 1
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import math
 import os
@@ -72,7 +78,7 @@ class PeakSampler(threading.Thread):
                     import psutil
 
                     self.rss_kb = max(self.rss_kb, psutil.Process(self.pid).memory_info().rss // 1024)
-                except Exception:
+                except Exception:  # noqa: BLE001 - psutil missing or the process gone: stop polling
                     return
             time.sleep(self.every)
 
@@ -114,41 +120,25 @@ def run_job(manager, data: Path, model_ref: str, hyper, kind: str = "sft") -> di
     return {"ok": True, "wall": wall, "runtime": runtime, "steps": metrics["steps"],
             "planned": metrics["planned_steps"], "num_tokens": num_tokens[-1] if num_tokens else None,
             "engine_tokens": metrics.get("tokens"),
-            "step_s": statistics.median(b - a for a, b in zip(stamps, stamps[1:])) if len(stamps) > 2 else None,
+            "step_s": statistics.median(b - a for a, b in itertools.pairwise(stamps)) if len(stamps) > 2 else None,
             "mean_step_s": runtime / max(metrics["steps"], 1), "peak_mb": sampler.peak_mb,
             "metrics_ram_max_mb": max(ram) if ram else None, "run_dir": run_dir,
             "first_loss": metrics.get("first_loss"), "last_loss": metrics.get("last_loss")}
 
 
-VARLEN = "sdpa_varlen_cpu"
-
-
-def register_varlen_attention() -> str:
-    """PROTOTYPE (not in the engine): padding-free attention without flash-attention. TRL's padding-free collator
-    flattens a batch into one row of sum(L_i) tokens with `position_ids` restarting at each example and
-    `cu_seq_lens_q` (the example boundaries, made for flash-attention's varlen kernels). With sdpa, transformers turns
-    the position_ids into a block-diagonal causal mask over the whole row, so attention costs (sum L_i)^2 instead of
-    sum L_i^2. This attention runs sdpa (causal, no mask) on each example's slice instead; without `cu_seq_lens_q`
-    (padded batches, generation) it is plain sdpa. Returns the name to pass as `attn_implementation`."""
-    import torch
-    from transformers import AttentionInterface
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    def varlen(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
-        bounds = kwargs.get("cu_seq_lens_q")
-        if bounds is None or query.shape[0] != 1 or query.shape[2] == 1 or key.shape[2] != query.shape[2]:
-            return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                          scaling=scaling, is_causal=is_causal, **kwargs)
-        bounds = bounds.tolist()
-        outs = [sdpa_attention_forward(module, query[:, :, s:e], key[:, :, s:e], value[:, :, s:e], None,
-                                       dropout=dropout, scaling=scaling, is_causal=True)[0]
-                for s, e in zip(bounds, bounds[1:]) if e > s]
-        return torch.cat(outs, dim=1), None
-
-    AttentionInterface.register(VARLEN, varlen)
-    AttentionMaskInterface.register(VARLEN, sdpa_mask)  # padded batches keep their padding mask
-    return VARLEN
+@contextlib.contextmanager
+def engine_env(**values: str):
+    """Environment switches for the engine jobs started inside (they inherit this process's environment)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def run_plain_side(side: str, folder: Path, records: list[dict], hypers: dict, out: Path) -> dict:
@@ -159,7 +149,9 @@ def run_plain_side(side: str, folder: Path, records: list[dict], hypers: dict, o
 
     records = [{"messages": normalise(r["messages"])} for r in records]
     hyper = hypers["packing" if "packing" in side else "padding"]
-    attn = register_varlen_attention() if side.endswith("varlen") else None
+    from engine import attention
+
+    attn = attention.register() if side.endswith("varlen") else None
     r = run_plain(folder, records, hyper, out / side.replace(" ", "-"), hyper.max_steps, attn=attn)
     return {"ok": True, "num_tokens": r["tokens"], "runtime": r["runtime"], "steps": r["steps"],
             "mean_step_s": r["runtime"] / max(r["steps"], 1), "wall": r["wall"], "engine_tokens": None,
@@ -187,6 +179,7 @@ def bench_packing(a, tmp: Path) -> None:
 
     from app.core.train.spec import Hyper
     from bench.bench_sft import prepare_model
+    from engine import attention
     from engine.chat_template import training_template
 
     model_ref, folder = prepare_model(a.model, tmp)
@@ -199,22 +192,23 @@ def bench_packing(a, tmp: Path) -> None:
     data.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     per_step = 2 * 8  # Hyper defaults: batch 2 x grad-accum 8
     rows = packed_rows(lengths, a.max_length)
-    base = dict(epochs=1.0, max_length=a.max_length, save_steps=10_000, seed=42)
-    # max_steps is a cap: the padded job's plan is ceil(examples / 16) steps = one epoch. The engine plans a packed
-    # job from its example count too (it does not know the packed row count), which would be several epochs of the
-    # packed rows; the cap keeps it to one epoch of them, so both jobs train on the same tokens once.
-    hypers = {"padding": Hyper(max_steps=math.ceil(len(records) / per_step), packing=False, **base),
-              "packing": Hyper(max_steps=math.ceil(rows / per_step), packing=True, **base)}
+    # one epoch each: the engine plans a padded job from its examples and a packed one from its packed rows
+    base = {"epochs": 1.0, "max_steps": 100_000, "max_length": a.max_length, "save_steps": 100_000, "seed": 42}
+    hypers = {"padding": Hyper(packing=False, **base), "packing": Hyper(packing=True, **base)}
+    hypers["packing sdpa-mask"] = hypers["packing"]
+    switches = {"packing sdpa-mask": {attention.SWITCH: "sdpa"}}  # the engine before per-example attention
     manager = new_manager()
     load_before = load_line()
-    sides = ["padding", "packing"] + (["plain padding", "plain packing", "plain packing+varlen"] if a.plain else [])
+    sides = ["padding", "packing"] + (["packing sdpa-mask"] if a.before else [])
+    sides += ["plain padding", "plain packing", "plain packing+varlen"] if a.plain else []
     results: dict[str, list[dict]] = {side: [] for side in sides}
     for i in range(a.repeats):
         for side in (sides if i % 2 == 0 else sides[::-1]):
             if side.startswith("plain"):
                 r = run_plain_side(side, folder, records, hypers, tmp / f"plain-{i}")
             else:
-                r = run_job(manager, data, model_ref, hypers[side])
+                with engine_env(**switches.get(side, {})):
+                    r = run_job(manager, data, model_ref, hypers[side])
             if not r["ok"]:
                 raise SystemExit(f"{side} job failed: {r['error']} (run dir {r['run_dir']})")
             r["tps"] = r["num_tokens"] / r["runtime"]
@@ -230,7 +224,9 @@ def bench_packing(a, tmp: Path) -> None:
     print(f"padding, random batches of 2: {eff:.1%} of computed tokens are real (so {1 / eff:.2f}x is the most "
           f"packing can gain if cost ~ tokens); BFD packing: {len(records)} examples -> {rows} rows of <= "
           f"{a.max_length} ({sum(lengths) / (rows * a.max_length):.1%} full)")
-    print(f"steps: padding {hypers['padding'].max_steps}, packing {hypers['packing'].max_steps} (one epoch each)\n")
+    planned = {side: runs[0]["planned"] for side, runs in results.items() if not side.startswith("plain")}
+    print(f"steps planned by the engine (epochs=1): {planned}; one epoch = padding ceil({len(records)}/{per_step}) = "
+          f"{math.ceil(len(records) / per_step)}, packing ceil({rows}/{per_step}) = {math.ceil(rows / per_step)}\n")
     print(f"{'run':24} {'tokens':>8} {'train_s':>8} {'tok/s':>8} {'steps':>6} {'step_s':>7} {'wall_s':>7} "
           f"{'peak_MB':>8}")
     for side, runs in results.items():
@@ -245,14 +241,18 @@ def bench_packing(a, tmp: Path) -> None:
             print(f"  plain {side:16} {plain:8.1f} tok/s; engine / plain {tp[side] / plain:.3f} (target >= 0.98)")
         varlen = tp["plain packing+varlen"]
         print(f"  plain packing+varlen   {varlen:8.1f} tok/s; / plain padding {varlen / tp['plain padding']:.3f}; "
-              f"/ plain packing {varlen / tp['plain packing']:.3f} (PROTOTYPE: per-example sdpa instead of one masked "
-              "(sum L)^2 attention, see register_varlen_attention)")
+              f"/ plain packing {varlen / tp['plain packing']:.3f} (per-example sdpa instead of one masked "
+              "(sum L)^2 attention: engine.attention)")
     ratios = [p["tps"] / q["tps"] for p, q in zip(results["packing"], results["padding"])]
     same = {r["num_tokens"] for rs in results.values() for r in rs}  # one epoch of the same rows everywhere
     print(f"\nuseful tokens/s, median: padding {tp['padding']:.1f}, packing {tp['packing']:.1f}")
     print(f"ratio packing / padding: {tp['packing'] / tp['padding']:.3f} (pairs: "
-          f"{', '.join(f'{x:.3f}' for x in ratios)})  target >= 1.5 -> "
-          f"{'met' if tp['packing'] / tp['padding'] >= 1.5 else 'NOT met'}")
+          f"{', '.join(f'{x:.3f}' for x in ratios)})  target >= {a.target} -> "
+          f"{'met' if tp['packing'] / tp['padding'] >= a.target else 'NOT met'}")
+    if "packing sdpa-mask" in tp:
+        print(f"ratio packing / packing with sdpa's block mask (before engine.attention): "
+              f"{tp['packing'] / tp['packing sdpa-mask']:.3f}; sdpa-mask / padding "
+              f"{tp['packing sdpa-mask'] / tp['padding']:.3f}")
     print("wall s (submit -> finalised), median: " + ", ".join(
         f"{side} {statistics.median(r['wall'] for r in runs):.1f}" for side, runs in results.items()))
     print("train s, median: " + ", ".join(
@@ -280,41 +280,63 @@ def preference_pairs(n: int) -> list[dict]:
     return out
 
 
+# what each SFT variant switches off in the engine (engine.chunked_loss, engine.heap): "before" is the engine as it
+# was (TRL's fused head, glibc's dynamic mmap threshold)
+SFT_VARIANTS = {"sft": {}, "sft:trl-head": {"NIGHTSCHOOL_SFT_HEAD": "trl"}, "sft:glibc": {"NIGHTSCHOOL_HEAP": "glibc"},
+                "sft:before": {"NIGHTSCHOOL_SFT_HEAD": "trl", "NIGHTSCHOOL_HEAP": "glibc"}}
+
+
+def sft_windows(a, folder: Path, n: int) -> list[dict]:
+    """Agent-trace windows of up to a.tokens tokens (the longest prefix of each generated session that fits)."""
+    from bench.bench_sft import training_tokenizer
+
+    records, lengths = trace_records(n, training_tokenizer(folder), a.tokens, alpha=0.01)
+    print(f"SFT windows: {len(records)} examples; " + "; ".join(describe_lengths(lengths, a.tokens)), flush=True)
+    return records
+
+
 def bench_memory(a, tmp: Path) -> None:
     from app.core.train.spec import Hyper
     from bench.bench_sft import prepare_model
     from tests.tiny_model import chat_records
 
-    model_ref, _ = prepare_model(a.model, tmp)
-    chats, pairs = tmp / "chats.jsonl", tmp / "pairs.jsonl"
-    per_step = 2 * 8
+    model_ref, folder = prepare_model(a.model, tmp)
+    chats, pairs, windows = tmp / "chats.jsonl", tmp / "pairs.jsonl", tmp / "windows.jsonl"
+    per_step = a.batch * a.grad_accum
     chats.write_text("".join(json.dumps(r) + "\n" for r in chat_records(per_step * a.steps)), encoding="utf-8")
     pairs.write_text("".join(json.dumps(r) + "\n" for r in preference_pairs(per_step * a.steps)), encoding="utf-8")
-    data = {"sft": chats, "dpo": pairs, "orpo": pairs, "kto": pairs, "grpo": chats, "rloo": chats}
+    if a.tokens:
+        windows.write_text("".join(json.dumps(r) + "\n" for r in sft_windows(a, folder, per_step * a.steps)),
+                           encoding="utf-8")
+    data = {"sft": windows if a.tokens else chats, "dpo": pairs, "orpo": pairs, "kto": pairs, "grpo": chats,
+            "rloo": chats}
     manager = new_manager()
     load_before = load_line()
     rows = []
     for kind in a.recipes:
-        hyper = Hyper(max_steps=a.steps, epochs=100.0, save_steps=10_000,
-                      max_completion_length=a.completion_length)
-        r = run_job(manager, data[kind], model_ref, hyper, kind=kind)
+        recipe = kind.split(":")[0]
+        hyper = Hyper(max_steps=a.steps, epochs=100.0, save_steps=10_000, batch_size=a.batch, grad_accum=a.grad_accum,
+                      max_completion_length=a.completion_length, **({"max_length": a.tokens} if a.tokens else {}))
+        with engine_env(**SFT_VARIANTS.get(kind, {})):
+            r = run_job(manager, data[recipe], model_ref, hyper, kind=recipe)
         rows.append((kind, r))
         state = "ok" if r["ok"] else f"FAILED: {r['error']}"
-        print(f"  {kind:5}: {state}; peak RSS {r['peak_mb']:.0f} MB, wall {r['wall']:.1f} s  [{load_line()}]",
+        print(f"  {kind:12}: {state}; peak RSS {r['peak_mb']:.0f} MB, wall {r['wall']:.1f} s  [{load_line()}]",
               flush=True)
-    print(f"\n== peak memory and step time per recipe: model={a.model}, max_steps {a.steps}, batch 2 x grad-accum 8, "
-          f"LoRA r16, torch threads {a.threads_label}, RL completions <= {a.completion_length} tokens")
+    print(f"\n== peak memory and step time per recipe: model={a.model}, max_steps {a.steps}, batch {a.batch} x "
+          f"grad-accum {a.grad_accum}, LoRA r16, torch threads {a.threads_label}, RL completions <= "
+          f"{a.completion_length} tokens" + (f", SFT on agent windows of <= {a.tokens} tokens" if a.tokens else ""))
     print(f"before: {load_before}\nafter:  {load_line()}\n")
-    print(f"{'recipe':7} {'peak_RSS_MB':>11} {'metrics_ram_max':>15} {'steps':>6} {'train_s':>8} {'mean_step_s':>11} "
+    print(f"{'recipe':12} {'peak_RSS_MB':>11} {'metrics_ram_max':>15} {'steps':>6} {'train_s':>8} {'mean_step_s':>11} "
           f"{'median_step_s':>13} {'wall_s':>7}  loss first -> last")
     for kind, r in rows:
         if not r["ok"]:
-            print(f"{kind:7} {r['peak_mb']:>11.0f}  not usable: {r['error']}")
+            print(f"{kind:12} {r['peak_mb']:>11.0f}  not usable: {r['error']}")
             continue
         median = f"{r['step_s']:.2f}" if r["step_s"] is not None else "-"
         ram = f"{r['metrics_ram_max_mb']:.0f}" if r["metrics_ram_max_mb"] else "-"
-        loss = " -> ".join(f"{x:.3f}" if x is not None else "-" for x in (r["first_loss"], r["last_loss"]))
-        print(f"{kind:7} {r['peak_mb']:>11.0f} {ram:>15} {r['steps']:>6} {r['runtime']:>8.1f} "
+        loss = " -> ".join(f"{x:.5f}" if x is not None else "-" for x in (r["first_loss"], r["last_loss"]))
+        print(f"{kind:12} {r['peak_mb']:>11.0f} {ram:>15} {r['steps']:>6} {r['runtime']:>8.1f} "
               f"{r['mean_step_s']:>11.2f} {median:>13} {r['wall']:>7.1f}  {loss}")
 
 
@@ -330,9 +352,17 @@ def main(argv: list[str] | None = None) -> None:
                         "(first sentences of a request and its answer) among the traces")
     parser.add_argument("--max-length", type=int, default=2048)
     parser.add_argument("--repeats", type=int, default=2, help="packing: pairs of jobs, interleaved")
+    parser.add_argument("--before", action="store_true", help="packing: also a packed engine job with sdpa's "
+                        "block mask over the whole row (the engine before engine.attention)")
+    parser.add_argument("--target", type=float, default=1.5, help="packing: the packing / padding goal to report")
     parser.add_argument("--plain", action="store_true", help="packing: also plain TRL scripts in this process "
                         "(padding, packing, packing + the per-example attention prototype)")
-    parser.add_argument("--recipes", default="sft,dpo,orpo,kto,grpo,rloo")
+    parser.add_argument("--recipes", default="sft,dpo,orpo,kto,grpo,rloo", help="memory: recipes; SFT variants "
+                        "sft:trl-head, sft:glibc, sft:before switch the engine's chunked head / heap setting off")
+    parser.add_argument("--tokens", type=int, default=0, help="memory: SFT on agent windows of up to this many "
+                        "tokens (max_length); 0: the short capital-city chats")
+    parser.add_argument("--batch", type=int, default=2, help="memory: per-device batch")
+    parser.add_argument("--grad-accum", type=int, default=8, help="memory: gradient accumulation")
     parser.add_argument("--steps", type=int, default=8, help="memory: optimiser steps per recipe")
     parser.add_argument("--completion-length", type=int, default=32, help="memory: GRPO/RLOO max_completion_length")
     a = parser.parse_args(argv)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import itertools
 import json
 import os
 import statistics
@@ -74,7 +75,7 @@ def training_tokenizer(folder: Path):
 def median_step_s(stamps: list[float]) -> float:
     """Median seconds between consecutive per-step logs: robust to other work briefly taking the CPU (NaN with fewer
     than two steps)."""
-    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
     return statistics.median(gaps) if gaps else float("nan")
 
 
@@ -154,7 +155,7 @@ def print_configs(plain: dict, engine: dict) -> None:
     rows = [(k, getattr(plain["config"], k), getattr(engine["config"], k)) for k in KEYS]
     rows += [(f"lora.{k}", getattr(plain["lora"], k), getattr(engine["lora"], k)) for k in LORA_KEYS]
     for key, a, b in rows:
-        print(f"{key:30} {str(a):>16} {str(b):>16}{'' if a == b else '   <-- DIFFERENT'}")
+        print(f"{key:30} {a!s:>16} {b!s:>16}{'' if a == b else '   <-- DIFFERENT'}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
             lengths = [len(tokenizer.apply_chat_template(r["messages"], tokenize=True, return_dict=False))
                        for r in records]
         steps = planned_steps(h, len(records))
-        if a.packing:  # the engine plans from the example count; capped to what the packed rows give (bench_recipes)
+        if a.packing:  # the engine plans a packed job from its packed rows (engine.recipes.sft.rows_per_epoch)
             import math
 
             from bench.trace_data import packed_rows

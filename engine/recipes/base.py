@@ -17,7 +17,7 @@ from app.core.base.files import atomic_write
 from app.core.base.fingerprint import code_hash, sha256_dir, sha256_file
 from app.core.train import checkpoints as ckpt
 from app.core.train.spec import JobSpec
-from engine import adapters
+from engine import adapters, heap
 from engine.errors import EngineError
 from engine.jobsocket import EngineServer
 
@@ -74,8 +74,12 @@ class Recipe:
     def prepare_tokenizer(self) -> None:
         """Adjust the tokenizer before training (SFT: a template with generation markers)."""
 
+    def rows_per_epoch(self, rows: list[dict]) -> int:
+        """How many rows the trainer makes of `rows` for one epoch (SFT packing: fewer, longer ones)."""
+        return len(rows)
+
     def examples_per_step(self) -> int:
-        """How many dataset rows one optimiser step consumes."""
+        """How many trainer rows one optimiser step consumes."""
         return self.h.batch_size * self.h.grad_accum * max(self.spec.processes, 1)
 
     def tokens_of(self, rows: list[dict]) -> int:
@@ -94,17 +98,17 @@ class Recipe:
 
         cuda = torch.cuda.is_available()
         h = self.h
-        common = dict(
-            output_dir=str(self.ckpt_root), max_steps=steps, per_device_train_batch_size=h.batch_size,
-            per_device_eval_batch_size=h.batch_size, gradient_accumulation_steps=h.grad_accum,
-            learning_rate=h.lr(self.name), warmup_steps=h.warmup, logging_steps=h.logging_steps,
-            save_strategy="steps", save_steps=h.save_steps, save_total_limit=None,
-            eval_strategy="steps" if has_eval else "no", eval_steps=h.save_steps if has_eval else None,
-            seed=h.seed, data_seed=h.seed, report_to="none", disable_tqdm=True,
-            bf16=cuda and torch.cuda.is_bf16_supported(), use_cpu=not cuda, dataloader_num_workers=0,
-            include_num_input_tokens_seen="non_padding", remove_unused_columns=False,
-            logging_nan_inf_filter=False, ddp_find_unused_parameters=False,  # a NaN loss is logged as NaN (the checker stops the run), not hidden
-        )
+        common = {
+            "output_dir": str(self.ckpt_root), "max_steps": steps, "per_device_train_batch_size": h.batch_size,
+            "per_device_eval_batch_size": h.batch_size, "gradient_accumulation_steps": h.grad_accum,
+            "learning_rate": h.lr(self.name), "warmup_steps": h.warmup, "logging_steps": h.logging_steps,
+            "save_strategy": "steps", "save_steps": h.save_steps, "save_total_limit": None,
+            "eval_strategy": "steps" if has_eval else "no", "eval_steps": h.save_steps if has_eval else None,
+            "seed": h.seed, "data_seed": h.seed, "report_to": "none", "disable_tqdm": True,
+            "bf16": cuda and torch.cuda.is_bf16_supported(), "use_cpu": not cuda, "dataloader_num_workers": 0,
+            "include_num_input_tokens_seen": "non_padding", "remove_unused_columns": False,
+            "logging_nan_inf_filter": False, "ddp_find_unused_parameters": False,  # a NaN loss is logged as NaN (the checker stops the run), not hidden
+        }
         common.update(self.recipe_args())
         return self.config_class()(**common)
 
@@ -113,6 +117,7 @@ class Recipe:
         """Load data, model and tokenizer; find the checkpoint to resume from; build the trainer."""
         from datasets import Dataset
 
+        heap.pin_mmap_threshold()  # before the model: resident memory then follows the live tensors (engine/heap.py)
         train = self.rows(read_snapshot(self.spec.dataset_path, self.spec.dataset_sha256))
         evaluation = self.rows(read_snapshot(self.spec.eval_path, self.spec.eval_sha256, "eval data"))
         if not train:
@@ -121,7 +126,7 @@ class Recipe:
                               fix="check that the file matches the recipe (see `nightschool queue add --help`)")
         model, self.tokenizer, self.label, peft_config = adapters.load(self.spec, self._report)
         self.prepare_tokenizer()
-        self.steps = self.plan_steps(len(train))
+        self.steps = self.plan_steps(self.rows_per_epoch(train))
         args = self.training_args(self.steps, bool(evaluation))
         self.resume_from = self._resume_point()
         callbacks = self._callbacks()
@@ -188,11 +193,13 @@ class Recipe:
             problems.append(f"{exc.body().message}: {exc.body().why} {exc.body().fix}".strip())
         if not train and not problems:
             problems.append(f"the {self.name} recipe found no usable example in the dataset")
-        steps = self.plan_steps(len(train)) if train else 0
+        ready = bool(train) and self.tokenizer is not None
+        n_rows = self.rows_per_epoch(train) if ready else len(train)
+        steps = self.plan_steps(n_rows) if train else 0
         tokens = 0
-        if train and self.tokenizer is not None:
+        if ready:
             per_pass = self.tokens_of(train)
-            tokens = int(per_pass * min(self.h.epochs, steps * self.examples_per_step() / len(train)))
+            tokens = int(per_pass * min(self.h.epochs, steps * self.examples_per_step() / n_rows))
             if tokens > self.spec.budget.max_tokens:
                 problems.append(f"the plan trains on {tokens:,} tokens, over the budget of "
                                 f"{self.spec.budget.max_tokens:,}: the job would stop at the budget")

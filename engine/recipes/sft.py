@@ -6,13 +6,14 @@ they are when the model's template still renders them identically, else re-rende
 from __future__ import annotations
 
 from app.core.base import protocol as P
-from engine import chat_template
+from engine import attention, chat_template, chunked_loss
 from engine.errors import EngineError
 from engine.recipes.base import Recipe
 
 
 class SFTRecipe(Recipe):
     name = "sft"
+    _lengths: tuple[list[dict], list[int]] | None = None  # (rows, their lengths): the plan and the dry run share them
 
     def rows(self, records: list[dict]) -> list[dict]:
         return [{"messages": chat_template.normalise(r["messages"]),
@@ -43,10 +44,22 @@ class SFTRecipe(Recipe):
         self.original_template = original
         self.tokenizer.chat_template = patched
 
+    def lengths_of(self, rows: list[dict]) -> list[int]:
+        """Each example's trained length: its tokens, cut at max_length as the trainer cuts them."""
+        if self._lengths is None or self._lengths[0] is not rows:
+            lengths = [len(r["input_ids"]) if "input_ids" in r else len(self.tokenizer.apply_chat_template(
+                r["messages"], tokenize=True, return_dict=True)["input_ids"]) for r in rows]
+            self._lengths = (rows, [min(n, self.h.max_length) for n in lengths])
+        return self._lengths[1]
+
     def tokens_of(self, rows: list[dict]) -> int:
-        if rows and "input_ids" in rows[0]:
-            return sum(len(r["input_ids"]) for r in rows)
-        return super().tokens_of(rows)
+        return sum(self.lengths_of(rows))
+
+    def rows_per_epoch(self, rows: list[dict]) -> int:
+        """Packed: the rows TRL's best-fit-decreasing packing makes of the examples (fewer than the examples)."""
+        if not self.h.packing:
+            return len(rows)
+        return packed_rows(self.lengths_of(rows), self.h.max_length)
 
     def make_trainer(self, model, args, train, evaluation, peft_config, callbacks):
         from trl import SFTTrainer
@@ -54,8 +67,16 @@ class SFTRecipe(Recipe):
         train, evaluation = self._stored_or_rendered(train), self._stored_or_rendered(evaluation)
         if "input_ids" in train.column_names:
             args.assistant_only_loss = False  # TRL refuses it on tokenised rows; their assistant_masks set the labels
-        return SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation,
-                          processing_class=self.tokenizer, peft_config=peft_config, callbacks=callbacks)
+        if self.h.packing and attention.enabled():
+            used = attention.use_padding_free(model.get_base_model() if hasattr(model, "get_base_model") else model)
+            self.server.emit(P.Log(message=f"padding-free attention: {used} (each packed example attends to itself)"))
+        trainer = SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation,
+                             processing_class=self.tokenizer, peft_config=peft_config, callbacks=callbacks)
+        base = trainer.model.get_base_model() if hasattr(trainer.model, "get_base_model") else trainer.model
+        if chunked_loss.enabled() and chunked_loss.install(base):
+            self.server.emit(P.Log(message="loss: LM head and cross-entropy in chunks of "
+                                   f"{chunked_loss.chunk_tokens(base.config.get_text_config().vocab_size)} tokens"))
+        return trainer
 
     def _stored_or_rendered(self, data):
         """Stored tokens when the template reproduces them (checked on the first example), else messages only."""
@@ -70,6 +91,14 @@ class SFTRecipe(Recipe):
         self.server.emit(P.Log(level="warning", message="the dataset was rendered with another chat template than "
                                "this model's: re-rendering its messages (rebuild the dataset for this model)"))
         return data.remove_columns(["input_ids", "assistant_masks"])
+
+
+def packed_rows(lengths: list[int], max_length: int) -> int:
+    """How many rows TRL's best-fit-decreasing packing (SFTConfig's default strategy) makes of these lengths."""
+    from datasets import Dataset
+    from trl.data_utils import pack_dataset
+
+    return len(pack_dataset(Dataset.from_dict({"input_ids": [[0] * n for n in lengths]}), max_length, "bfd"))
 
 
 def _pretokenised(record: dict) -> bool:
