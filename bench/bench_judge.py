@@ -3,7 +3,12 @@ real-world fixture sessions (../shared/fixtures/real-world), measured on the fro
 next-action agreement, tool-call validity, behavioural reward — printed as a table. Everything goes through the
 product: capture import, dataset build, a queued SFT job in the engine, the evaluation worker, the gate.
 
-    .venv/bin/python -m bench.bench_judge [--steps 8] [--max-contexts 32] [--fixtures DIR]"""
+    .venv/bin/python -m bench.bench_judge [--steps 8] [--max-contexts 32] [--fixtures DIR]
+                                          [--gguf q4_k_m,f16 [--repeats 3] [--base-only]]
+
+With --gguf the judged model (the candidate; with --base-only the base, no training) is exported in those
+quantizations and evaluated on the same held-out set through llama.cpp and through transformers, `--repeats` times
+each: median wall time per side and their ratio, the in-worker time, model load times, and how the two agree."""
 from __future__ import annotations
 
 import argparse
@@ -22,6 +27,9 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=1024)
     parser.add_argument("--max-contexts", type=int, default=32)
     parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--gguf", default="", help="quantizations to time the GGUF evaluation of, e.g. q4_k_m,f16")
+    parser.add_argument("--repeats", type=int, default=3, help="evaluations per side for the GGUF timing (medians)")
+    parser.add_argument("--base-only", action="store_true", help="with --gguf: no training, time the base model")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["NIGHTSCHOOL_HOME"] = str(Path(tmp) / "home")
@@ -53,6 +61,12 @@ def run(args) -> None:
     ds = Registry(store).get(outcome.name)
     print(f"dataset from {args.fixtures.name}: {ds.train} train / {ds.test} held-out examples "
           f"({time.perf_counter() - t0:.0f} s to import and build)")
+    settings = EvalSettings(max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens, samples=4)
+    if args.base_only:
+        from app.core.judge.records import Target
+
+        gguf_timing(store, Target(ds.base_model), settings, args)
+        return
     manager = JobManager(store)
     hyper = Hyper(max_steps=args.steps, epochs=100, batch_size=4, grad_accum=1, warmup=0.0, learning_rate=1e-3,
                   max_length=args.max_length, save_steps=1000)
@@ -67,7 +81,6 @@ def run(args) -> None:
     if job.state != "completed":
         raise SystemExit(f"training failed: {job.error}")
     print(f"one SFT cycle: {args.steps} LoRA steps in {time.perf_counter() - t1:.0f} s")
-    settings = EvalSettings(max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens, samples=4)
     t2 = time.perf_counter()
     judged = J.judge(store, job.id, settings=settings)
     base, cand = judged.reports["base"], judged.reports["candidate"]
@@ -77,6 +90,69 @@ def run(args) -> None:
     print("\noutcomes base:  " + ", ".join(f"{k} {v}" for k, v in sorted(base.outcomes.items())))
     print("outcomes cycle: " + ", ".join(f"{k} {v}" for k, v in sorted(cand.outcomes.items())))
     print(f"\ngate: {judged.verdict.summary()}")
+    if args.gguf:
+        gguf_timing(store, judged.target, settings, args)
+
+
+def _load_s(target, gguf) -> tuple[float, float]:
+    """Seconds to load the model in-process: transformers (+ the adapter) and llama.cpp on the GGUF."""
+    from app.core.base import paths
+    from engine import models, smoke
+
+    t0 = time.perf_counter()
+    model, _, _ = models.load_for_training(target.base_model, paths.models_dir(), lambda *a: None)
+    if target.adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, target.adapter, is_trainable=False)
+    hf = time.perf_counter() - t0
+    del model
+    t0 = time.perf_counter()
+    smoke.load(gguf).close()
+    return hf, time.perf_counter() - t0
+
+
+def gguf_timing(store, target, settings, args) -> None:
+    """The same held-out set evaluated through transformers and through llama.cpp on each exported quantization."""
+    from statistics import median
+
+    from app.core.judge.evaluate import choose_set, evaluate, generations
+    from app.core.judge.gguf import compare, evaluate_gguf, keyed, tolerance
+    from app.core.ship.exports import export
+
+    evset = choose_set(store, target)
+    quants = [q for q in args.gguf.split(",") if q]
+    t0 = time.perf_counter()
+    exp = export(store, target, quants, lora=False)
+    print(f"\nexport of {target.label} ({', '.join(quants)}): {time.perf_counter() - t0:.0f} s")
+    done = {}
+    wall: dict[str, list[float]] = {"hf": [], **{q: [] for q in quants}}
+    inside: dict[str, list[float]] = {k: [] for k in wall}
+    for _ in range(args.repeats):  # interleaved: other work on the CPU weighs on both sides alike
+        t0 = time.perf_counter()
+        row, hf = evaluate(store, target, evset, settings, force=True)
+        wall["hf"].append(time.perf_counter() - t0)
+        inside["hf"].append(hf.elapsed_s)
+        for quant in quants:
+            t0 = time.perf_counter()
+            done[quant] = evaluate_gguf(store, target, exp.path(quant), evset, settings, quant, force=True)
+            wall[quant].append(time.perf_counter() - t0)
+            inside[quant].append(done[quant].report.elapsed_s)
+    hf_rows = {g["key"]: g for g in generations(row)}
+    print(f"HF (transformers) evaluation on {evset.name}, {hf.contexts} next actions, {hf.examples} examples: "
+          f"median {median(wall['hf']):.1f} s wall, {median(inside['hf']):.1f} s in the worker (n={args.repeats})")
+    for quant in quants:
+        got = compare(hf, hf_rows, done[quant].report, keyed(done[quant].folder), tolerance(store))
+        load_hf, load_gguf = _load_s(target, exp.path(quant))
+        print(f"GGUF {quant}: median {median(wall[quant]):.1f} s wall, {median(inside[quant]):.1f} s in the worker; "
+              f"HF / GGUF wall ratio {median(wall['hf']) / median(wall[quant]):.2f}, in-worker ratio "
+              f"{median(inside['hf']) / median(inside[quant]):.2f}; load {load_hf:.1f} s (transformers) vs "
+              f"{load_gguf:.2f} s (llama.cpp)")
+        print(f"  loss {got['metrics']['loss']['hf']:.4f} (HF) vs {got['metrics']['loss']['gguf']:.4f} "
+              f"({got['loss_rel']:+.2%}); agreement {got['metrics']['agreement']['hf']:.3f} vs "
+              f"{got['metrics']['agreement']['gguf']:.3f}; same outcome {got['outcome_agreement']:.0%} of "
+              f"{got['contexts_compared']}, identical answers {got['same_text']}; tokenised like HF "
+              f"{got['tokenization_matched']}/{got['examples']}; flag: {'; '.join(got['reasons']) or 'no'}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """Evaluation worker: `python -m engine.evaluate --spec FILE` measures one model (the base, or base + a LoRA adapter
 or checkpoint) on a held-out set: teacher-forced loss / perplexity on assistant tokens, next-action agreement and
 tool-call validity of greedy generations at the teacher's contexts, the behavioural reward (the training reward's
-functions), and a fixed set of sample generations. Writes report.json + generations.jsonl and prints protocol
-envelopes (progress, log, evaluated, error) on stdout, one JSON line each."""
+functions), and a fixed set of sample generations. Writes report.json + the per-example evidence (losses.jsonl,
+generations.jsonl: the format is in app/core/judge/report.py) and prints protocol envelopes (progress, log, evaluated,
+error) on stdout, one JSON line each."""
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -14,7 +14,7 @@ from app.core.base import protocol as P
 from app.core.base.fingerprint import sha256_file
 from app.core.judge import evalset, nextaction
 from app.core.judge.evalset import EvalConfig
-from app.core.judge.report import EvalReport, Sample, metrics_from
+from app.core.judge.report import GENERATIONS, LOSSES, EvalReport, Sample, loss_rows, metrics_from, write_rows
 from app.core.judge.reward_context import RewardContext
 from app.core.judge.rewards import score
 from app.core.toolcalls.convention import as_text
@@ -33,15 +33,16 @@ def encoded(student, messages: list[dict]) -> tuple[list[int], list[int]]:
     return ids[-MAX_TOKENS:], mask[-MAX_TOKENS:]
 
 
-def teacher_forced(student, examples: list[list[dict]], progress) -> tuple[float, int]:
-    """(summed NLL, number of assistant tokens): every assistant token predicted from the tokens before it."""
+def teacher_forced(student, examples: list[list[dict]], progress) -> list[tuple[float, int]]:
+    """(summed NLL, number of assistant tokens) of each example: every assistant token predicted from the tokens
+    before it ((0.0, 0) for an example without one)."""
     torch = student.torch
     encoded_examples = [encoded(student, m) for m in examples]
-    usable = [e for e in encoded_examples if sum(e[1][1:])]
-    nll, count = 0.0, 0
+    usable = [i for i, e in enumerate(encoded_examples) if sum(e[1][1:])]
+    out = [(0.0, 0)] * len(examples)
     pad = student.tok.pad_token_id or 0
     for start in range(0, len(usable), LOSS_BATCH):
-        batch = usable[start:start + LOSS_BATCH]
+        batch = [encoded_examples[i] for i in usable[start:start + LOSS_BATCH]]
         width = max(len(ids) for ids, _ in batch)
         ids = torch.full((len(batch), width), pad, dtype=torch.long)
         attn = torch.zeros((len(batch), width), dtype=torch.long)
@@ -54,11 +55,12 @@ def teacher_forced(student, examples: list[list[dict]], progress) -> tuple[float
             logits = student.model(input_ids=ids.to(student.device), attention_mask=attn.to(student.device)).logits
             shift, target = logits[:, :-1].float(), labels[:, 1:].to(student.device)
             losses = torch.nn.functional.cross_entropy(shift.reshape(-1, shift.shape[-1]), target.reshape(-1),
-                                                       ignore_index=-100, reduction="sum")
-        nll += float(losses)
-        count += int((target != -100).sum())
+                                                       ignore_index=-100, reduction="none").view(target.shape)
+        for i, nll, count in zip(usable[start:start + LOSS_BATCH], losses.sum(dim=1).tolist(),
+                                 (target != -100).sum(dim=1).tolist()):
+            out[i] = (float(nll), int(count))
         progress("loss", min(start + LOSS_BATCH, len(usable)), len(usable))
-    return nll, count
+    return out
 
 
 def generate(student, contexts, max_new_tokens: int, progress) -> list[tuple[str, bool]]:
@@ -98,7 +100,8 @@ def run(spec: dict, out: Emitter) -> int:
     out.emit(P.Log(message=f"{len(examples)} examples for the loss, {len(found)} next actions from "
                            f"{config.eval_set}; {len(schemas)} tool schema(s) inferred"))
     student = load_student(config, spec["models_dir"], out)
-    nll, tokens = teacher_forced(student, examples, out.progress)
+    losses = loss_rows(examples, teacher_forced(student, examples, out.progress))
+    nll, tokens = sum(r["nll"] for r in losses), sum(r["tokens"] for r in losses)
     texts = generate(student, found, settings.max_new_tokens, out.progress)
     judged, rewards, rows = [], [], []
     keep = evalset.sample_keys(found, settings)
@@ -108,9 +111,10 @@ def run(spec: dict, out: Emitter) -> int:
         j = nextaction.judge(ctx.teacher, text, reward_ctx.tools, schemas, finished)
         judged.append(j)
         rewards.append(score(text, reward_ctx).total)
-        row = dict(key=ctx.key, session_id=ctx.session_id, turn=ctx.turn, prompt=evalset.prompt_tail(ctx.messages),
-                   teacher=as_text(ctx.teacher)["content"], student=text, outcome=j.outcome)
-        rows.append({**row, "why": j.why, "reward": rewards[-1]})
+        row = {"key": ctx.key, "session_id": ctx.session_id, "turn": ctx.turn,
+               "prompt": evalset.prompt_tail(ctx.messages), "teacher": as_text(ctx.teacher)["content"], "student": text,
+               "outcome": j.outcome}
+        rows.append({**row, "why": j.why, "reward": rewards[-1], "attempted": j.attempted, "valid": j.valid})
         if ctx.key in keep:
             samples.append(Sample(**row))
     metrics, outcomes, attempted, valid = metrics_from(nll, tokens, judged, rewards)
@@ -122,9 +126,8 @@ def run(spec: dict, out: Emitter) -> int:
                         elapsed_s=round(time.monotonic() - started, 2))
     folder = Path(spec["out"])
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "generations.jsonl").open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_rows(folder / LOSSES, losses)
+    write_rows(folder / GENERATIONS, rows)
     path = report.write(folder)
     out.emit(P.Evaluated(label=config.label, path=str(folder), report_sha256=sha256_file(path), metrics=metrics,
                          contexts=len(found)))

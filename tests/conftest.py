@@ -48,6 +48,15 @@ def tiny_model(tmp_path_factory) -> Path:
     return build(tmp_path_factory.mktemp("tiny") / "model")
 
 
+@pytest.fixture(scope="session")
+def shippable_model(tmp_path_factory) -> Path:
+    """A tiny model llama.cpp can convert that answers and stops (pre-trained once per session; the ship and judge
+    tests share it)."""
+    from tests.tiny_model import build_shippable
+
+    return build_shippable(tmp_path_factory.mktemp("shippable") / "model")
+
+
 def write_jsonl(path: Path, records: list) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path

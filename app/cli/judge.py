@@ -37,6 +37,9 @@ def _settings(args):
 
 
 def cmd_eval(args) -> int:
+    if args.gguf:
+        return cmd_eval_gguf(args)
+
     def go() -> int:
         from app.core.judge.evaluate import choose_set, evaluate
         from app.core.judge.records import resolve
@@ -52,6 +55,48 @@ def cmd_eval(args) -> int:
         print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(report.outcomes.items())))
         print(f"report: {row.report_path}")
         return 0
+    return refusals(go)
+
+
+def _gguf_file(store, target, value: str, view):
+    """(path, quant): a .gguf file as given, or the target's export in that quantization (exported now if needed)."""
+    from pathlib import Path
+
+    from app.core.ship.config import QUANTS
+    from app.core.ship.exports import export
+
+    if value in QUANTS:
+        return export(store, target, [value], sink=view).path(value), value
+    return Path(value).expanduser(), ""
+
+
+def cmd_eval_gguf(args) -> int:
+    """`nightschool eval REF --gguf PATH|QUANT`: the exported file through llama.cpp beside the checkpoint itself."""
+    def go() -> int:
+        from app.core.judge.evaluate import choose_set
+        from app.core.judge.gguf import served_vs_trained
+        from app.core.judge.records import resolve
+
+        store, view = open_store(), WorkerProgress()
+        target = resolve(store, args.checkpoint, args.model)
+        path, quant = _gguf_file(store, target, args.gguf, view)
+        evset = choose_set(store, target, args.dataset, args.data)
+        got = served_vs_trained(store, target, path, evset, quant, _settings(args), view, force=args.force)
+        view.close()
+        m = got["metrics"]
+        print(f"{target.label} on {got['eval_set']}: {got['contexts']} next actions, {got['examples']} examples; "
+              f"{path.name} ({got['quant']}) through llama.cpp")
+        print(metric_table([("checkpoint (HF)", {k: v["hf"] for k, v in m.items()}),
+                            (f"GGUF {got['quant']}", {k: v["gguf"] for k, v in m.items()})]))
+        share = got["outcome_agreement"]
+        print(f"same next-action outcome: {'—' if share is None else f'{share:.0%}'} of {got['contexts_compared']} "
+              f"({got['same_text']} identical answers); tokenised like HF: {got['tokenization_matched']} of "
+              f"{got['examples']} examples; template renders like training: {got['prompts_matched']} of "
+              f"{got['contexts']} prompts")
+        print(f"time: HF {got['elapsed_s']['hf']} s, GGUF {got['elapsed_s']['gguf']} s")
+        for reason in got["reasons"]:
+            print(f"FLAGGED: {reason}")
+        return 1 if got["flag"] else 0
     return refusals(go)
 
 
@@ -72,19 +117,33 @@ def cmd_compare(args) -> int:
     return refusals(go)
 
 
+def verdict_json(judgement, promotion) -> dict:
+    """The verdict as data: every check with its interval and counts, the notes, whether it was promoted."""
+    v = judgement.verdict
+    return {"checkpoint": judgement.target.id, "label": judgement.target.label, "verdict": v.verdict,
+            "verdict_id": judgement.row.id, "promoted": promotion is not None,
+            "checks": [c.model_dump() for c in v.checks], "notes": v.notes, "reasons": v.reasons,
+            "metrics": {name: r.metrics for name, r in judgement.reports.items()}}
+
+
 def cmd_promote(args) -> int:
     def go() -> int:
+        from app.cli.common import print_json
         from app.core.judge.promote import promote
 
-        view = WorkerProgress()
+        view = WorkerProgress()  # on stderr: stdout stays the JSON document
         judgement, promotion = promote(open_store(), args.checkpoint, args.dataset, args.data, _settings(args), view)
         view.close()
+        if args.json:
+            print_json(verdict_json(judgement, promotion))
+            return 0 if promotion is not None else 1
         v = judgement.verdict
         print(f"verdict on {judgement.target.label}: {v.verdict.upper()}")
         for reason in v.reasons:
             print(f"  - {reason}")
         if promotion is None:
-            print("not promoted: the deployed model stays as it is", file=sys.stderr)
+            why = " (inconclusive is never promoted)" if v.verdict == "inconclusive" else ""
+            print(f"not promoted{why}: the deployed model stays as it is", file=sys.stderr)
             return 1
         print(f"promoted: {judgement.target.label} is now the deployed model of {judgement.target.base_model} "
               "(undo: nightschool rollback)")
@@ -197,6 +256,8 @@ def register(sub) -> None:
     ev.add_argument("checkpoint", help="'#ID' (see `nightschool checkpoints`), a job id, a folder, or 'base'")
     ev.add_argument("--model", help="with 'base': which base model (default: the embedded one)")
     ev.add_argument("--force", action="store_true", help="evaluate again even if a cached evaluation exists")
+    ev.add_argument("--gguf", metavar="PATH|QUANT", help="also evaluate the exported GGUF (a .gguf file, or a "
+                    "quantization such as q4_k_m: the checkpoint's export) through llama.cpp, side by side")
     _eval_args(ev)
     ev.set_defaults(func=cmd_eval)
     cmp = sub.add_parser("compare", help="evaluate two or more checkpoints on one held-out set, side by side")
@@ -205,6 +266,7 @@ def register(sub) -> None:
     cmp.set_defaults(func=cmd_compare)
     pr = sub.add_parser("promote", help="deploy a checkpoint if it passes the gate against the base and deployed")
     pr.add_argument("checkpoint")
+    pr.add_argument("--json", action="store_true", help="print the verdict, its checks' intervals and counts as JSON")
     _eval_args(pr)
     pr.set_defaults(func=cmd_promote)
     rb = sub.add_parser("rollback", help="serve (and deploy) again what the last deployment or promotion replaced")

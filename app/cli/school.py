@@ -146,6 +146,21 @@ def _oneline(text: str, n: int = 110) -> str:
     return text if len(text) <= n else "…" + text[-(n - 1):]
 
 
+def print_gguf(g: dict | None) -> None:
+    """The exported file through llama.cpp beside the checkpoint through transformers (the report card's `gguf`)."""
+    if not g:
+        return
+    if g.get("error"):
+        print(f"Shipped file: not judged — {g['error']}")
+        return
+    share = g.get("outcome_agreement")
+    print(f"{'Shipped ' + (g.get('quant') or 'GGUF'):24} {'checkpoint':>10} {'GGUF':>9} {'delta':>9}")
+    for name, m in (g.get("metrics") or {}).items():
+        print(f"  {name:22} {number(m.get('hf')):>10} {number(m.get('gguf')):>9} {delta(m.get('delta')):>9}")
+    print(f"  same next-action outcome: {'—' if share is None else f'{share:.0%}'} of {g.get('contexts_compared')}"
+          + (" — FLAGGED: " + "; ".join(g["reasons"]) if g.get("flag") else ""))
+
+
 def print_card(c: dict, card: dict) -> None:
     print(f"Cycle {c['id']}: {c['state']} (stage {c['stage']}), base model {c['base_model']}")
     print(f"  started {when(c.get('started_at'))} by {c.get('trigger') or '?'}; ended {when(c.get('ended_at'))}")
@@ -175,6 +190,7 @@ def print_card(c: dict, card: dict) -> None:
         print(f"Verdict: {card['verdict']}")
         for reason in card.get("reasons") or []:
             print(f"  - {reason}")
+    print_gguf(card.get("gguf"))
     if card.get("deployed") is not None or c["state"] in ("done", "refused", "failed"):
         sha = (card.get("deployed_sha256") or "")[:12]
         print(f"Deployed: {'yes' if card.get('deployed') else 'no'}" + (f" (sha256 {sha})" if sha else ""))

@@ -62,6 +62,8 @@ class Judged:
     summary: str
     reasons: list[str]
     promoted: bool
+    checks: list[dict] = field(default_factory=list)  # each check: metric, against, status, ok, text (with its CI)
+    notes: list[str] = field(default_factory=list)  # why it is inconclusive
 
 
 def short_model(name: str) -> str:
@@ -156,7 +158,8 @@ class JudgeController(BackgroundController):
             judgement, row = PR.promote(self.store, ref, self.dataset, self.file, self.settings, self._sink,
                                         self._cancel)
             v = judgement.verdict
-            done = Judged(judgement.target.label, v.verdict, v.summary(), v.reasons, row is not None)
+            done = Judged(judgement.target.label, v.verdict, v.summary(), v.reasons, row is not None,
+                          [c.model_dump() for c in v.checks], list(v.notes))
             return done, read_deployed(self.store, self.choices)
         return self._run(work, self._on_judged, "Not promoted", "judge-promote")
 

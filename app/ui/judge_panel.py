@@ -30,7 +30,17 @@ REF = Qt.ItemDataRole.UserRole
 DIM = "color:#9aa0aa;"
 HEAD = "font-weight:bold;margin-top:6px;"
 VERDICT_STYLE = {"pass": BANNER_STYLE["info"], "fail": BANNER_STYLE["error"],
-                 "compare_only": "background:#4a3b1a;color:#ffe7b0;padding:8px;border-radius:4px;"}
+                 "inconclusive": "background:#4a3b1a;color:#ffe7b0;padding:8px;border-radius:4px;"}
+VERDICT_HEAD = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}
+CHECK_MARK = {"improved": "✓", "worse": "✗", "regressed": "✗", "missing": "✗"}  # else "·": no significant change
+
+
+def check_items(judged: Judged) -> list[str]:
+    """The verdict's lines: each check (its interval and counts in the text) marked, failures first, then notes."""
+    if not judged.checks:
+        return list(judged.reasons)
+    ordered = sorted(judged.checks, key=lambda c: c["ok"])
+    return [f"{CHECK_MARK.get(c['status'], '·')} {c['text']}" for c in ordered] + list(judged.notes)
 
 
 def heading(text: str) -> QLabel:
@@ -259,9 +269,11 @@ class JudgePanel(QWidget):
         self.chart.set_notice("" if curves else "No training loss recorded for these models")
 
     def _on_judged(self, judged: Judged) -> None:
-        head = {"pass": "PASS", "fail": "FAIL", "compare_only": "COMPARE ONLY"}.get(judged.verdict, judged.verdict)
-        what = "promoted" if judged.promoted else "not promoted"
-        items = "".join(f"<li>{escape(r)}</li>" for r in judged.reasons)
+        head = VERDICT_HEAD.get(judged.verdict, judged.verdict)
+        what = "promoted" if judged.promoted else (
+            "not promoted: the evidence does not show it is better" if judged.verdict == "inconclusive"
+            else "not promoted")
+        items = "".join(f"<li>{escape(r)}</li>" for r in check_items(judged))
         self.verdict.setStyleSheet(VERDICT_STYLE.get(judged.verdict, BANNER_STYLE["error"]))
         items = f"<ul style='-qt-list-indent:1'>{items}</ul>"
         self.verdict.setText(f"<b>{head}</b> — {escape(judged.label)} {what}{items}")

@@ -34,14 +34,17 @@ from app.core.runtime.cycles import STAGES
 from app.ui.school import SchoolController
 from app.ui.school_words import (
     base_points,
+    card_reason,
     chart_points,
     cycle_headline,
+    gguf_lines,
     last_card,
     local_hhmm,
     next_state,
     progress_words,
     stage_marks,
     student_lines,
+    verdict_lines,
 )
 from widgets.banner import Banner
 from widgets.charts import LiveChart
@@ -256,7 +259,7 @@ class SchoolPanel(QWidget):
         """The stored values, except in an editor the person is typing in (not applied yet)."""
         if not policy:
             return
-        self.deploy_box.setCurrentText(policy.get("deploy", "ask"))
+        self.deploy_box.setCurrentText(policy.get("deploy", "auto"))
         if not self.min_sessions.lineEdit().isModified():
             self.min_sessions.blockSignals(True)
             self.min_sessions.setValue(int(policy.get("min_sessions", 0)))
@@ -331,8 +334,9 @@ class SchoolPanel(QWidget):
             self.card.title.setText(f"Cycle {cycle['id']}")
             return
         ended = {"done": "finished", "refused": "refused", "failed": "failed"}.get(cycle["state"], cycle["state"])
-        self.card.set_card(f"Cycle {cycle['id']} — {ended}", card, ROWS, ended=cycle["state"],
-                           reason=cycle.get("reason") or "")
+        shown = {**card, "reasons": verdict_lines(card) + gguf_lines(card)}
+        self.card.set_card(f"Cycle {cycle['id']} — {ended}", shown, ROWS, ended=cycle["state"],
+                           reason=card_reason(card, cycle.get("reason") or ""))
 
     def _on_history_selected(self) -> None:
         rows = self.history.selectionModel().selectedRows()

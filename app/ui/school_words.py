@@ -86,6 +86,46 @@ def student_lines(status: dict | None, history: list[dict]) -> list[str]:
     return lines
 
 
+CHECK_MARK = {"improved": "✓", "worse": "✗", "regressed": "✗", "missing": "✗"}  # else "·": no significant change
+
+
+def verdict_lines(card: dict) -> list[str]:
+    """The gate's words on a report card: each check marked, with its interval and counts (failures first, then
+    what improved, then the rest), then why it was inconclusive; a card from before the checks: its reasons."""
+    checks = card.get("checks") or []
+    if not checks:
+        return list(card.get("reasons") or [])
+    order = {"✗": 0, "✓": 1, "·": 2}
+    marked = [(CHECK_MARK.get(c.get("status"), "·"), c.get("text") or "") for c in checks]
+    ordered = sorted(marked, key=lambda m: order[m[0]])
+    return [f"{mark} {text}" for mark, text in ordered] + list(card.get("notes") or [])
+
+
+def card_reason(card: dict, reason: str) -> str:
+    """A refused cycle's reason without the gate's reasons the card lists anyway (its checks)."""
+    if card.get("checks") and reason.startswith("the gate refused the candidate"):
+        return reason.split("): ", 1)[0] + (")" if "): " in reason else "")
+    return reason
+
+
+def gguf_lines(card: dict) -> list[str]:
+    """The shipped file beside the checkpoint on a report card: loss and agreement through llama.cpp vs transformers,
+    how often the two agree on the next action, and a warning when the quantization loses more than allowed."""
+    g = card.get("gguf") or {}
+    if g.get("error"):
+        return [f"Shipped file not judged: {g['error']}"]
+    metrics = g.get("metrics") or {}
+    if not metrics:
+        return []
+    loss, agreement = metrics.get("loss") or {}, metrics.get("agreement") or {}
+    share = g.get("outcome_agreement")
+    lines = [f"Shipped {g.get('quant') or 'GGUF'} (llama.cpp) vs checkpoint: held-out loss {fmt(loss.get('gguf'))} vs "
+             f"{fmt(loss.get('hf'))}, agreement {fmt(agreement.get('gguf'), 2)} vs {fmt(agreement.get('hf'), 2)}"
+             + (f"; same next action in {share:.0%} of {g.get('contexts_compared')}" if share is not None else "")]
+    lines += [f"⚠ {reason}" for reason in g.get("reasons") or []]
+    return lines
+
+
 def next_state(status: dict | None) -> tuple[int, int, list[str]]:
     """(sessions, needed, lines) for the "next cycle" box."""
     if status is None:

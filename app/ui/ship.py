@@ -19,7 +19,7 @@ from app.core.ship.errors import ShipError
 from app.ui.background import BackgroundController
 from app.ui.judge import read_choices as judge_choices
 
-MARKS = {"pass": "✓", "fail": "✗", "compare_only": "✗", None: "–", "base": "◆"}
+MARKS = {"pass": "✓", "fail": "✗", "inconclusive": "?", None: "–", "base": "◆"}
 CHAT_TURNS = 8  # messages of the conversation sent with each question (the model's context is small)
 
 
@@ -31,7 +31,7 @@ class ShipChoice:
     label: str
     base_model: str
     checkpoint_id: int | None
-    verdict: str | None  # "base" | pass | fail | compare_only | None (not judged)
+    verdict: str | None  # "base" | pass | fail | inconclusive | None (not judged)
     why: str = ""  # why Deploy is refused ("" when it can be deployed)
 
     @property

@@ -57,23 +57,39 @@ def registered_job(store, manager, chat_file, model: str) -> tuple[int, int, Job
         return rows[0].id, rows[1].id, job
 
 
+CONTEXTS, EXAMPLES, TOKENS = 20, 24, 20  # as many as the gate needs for a verdict
+
+
+def next_actions(label: str, values: dict, samples: list[Sample]) -> list[dict]:
+    """generations.jsonl's rows, adding up to `values`: the first agreement × 20 agree (so a better model agrees
+    wherever a worse one does), validity × 20 of the calls are valid, every reward is the mean."""
+    agree, valid = round(values["agreement"] * CONTEXTS), round(values["validity"] * CONTEXTS)
+    fixed = [s.model_dump() for s in samples] + [
+        {"key": f"k{i}", "prompt": f"[user] Task {i}.", "teacher": "I did it.", "student": f"{label} does {i}"}
+        for i in range(len(samples) + 1, CONTEXTS + 1)]
+    return [{**row, "outcome": "agree" if i < agree else "no_call", "why": [], "reward": values["reward"],
+             "attempted": 1, "valid": int(i < valid)} for i, row in enumerate(fixed)]
+
+
 def record_eval(store, folder: Path, label: str, model: str, checkpoint_id: int | None, evfile: Path,
                 values: dict) -> None:
-    """An evaluation as `evaluate` records it: report.json + generations.jsonl, and the EvalRow the cache matches."""
+    """An evaluation as `evaluate` records it: report.json, losses.jsonl and generations.jsonl (per-example rows that
+    add up to the report's metrics), and the EvalRow the cache matches."""
     sha, settings = sha256_file(evfile), EvalSettings()
     config = EvalConfig(eval_file=str(evfile), eval_set=evfile.name, eval_set_sha256=sha, settings=settings)
     samples = [Sample(key=k, prompt=p, teacher=TEACHER, student=f"{label} answers {k}",
                       outcome="agree" if values is GOOD else "no_call") for k, p in PROMPTS.items()]
-    report = EvalReport(label=label, base_model=model, eval_set=evfile.name, eval_set_sha256=sha, examples=12,
-                        contexts=10, metrics=metrics(values), samples=samples, settings=settings)
+    report = EvalReport(label=label, base_model=model, eval_set=evfile.name, eval_set_sha256=sha, examples=EXAMPLES,
+                        contexts=CONTEXTS, metrics=metrics(values), samples=samples, settings=settings)
     path = report.write(folder)
-    extra = {"key": "k3", "prompt": "[user] Run the tests.", "teacher": "I ran them.",
-             "student": f"{label} runs them", "outcome": "agree", "why": [], "reward": 0.5}
-    write_jsonl(folder / "generations.jsonl", [*(s.model_dump() for s in samples), extra])
+    write_jsonl(folder / "losses.jsonl", [{"key": f"e{i}", "nll": values["loss"] * TOKENS, "tokens": TOKENS}
+                                          for i in range(EXAMPLES)])
+    write_jsonl(folder / "generations.jsonl", next_actions(label, values, samples))
     with store.session() as s:
         s.add(EvalRow(checkpoint_id=checkpoint_id, base_model=model, label=label, adapter_sha256=None,
                       eval_set=evfile.name, eval_set_sha256=sha, settings_sha256=config.settings_sha256(),
-                      contexts=10, examples=12, metrics_json=json.dumps(report.metrics), report_path=str(path)))
+                      contexts=CONTEXTS, examples=EXAMPLES, metrics_json=json.dumps(report.metrics),
+                      report_path=str(path)))
 
 
 def judge_panel(qtbot, store):
@@ -128,7 +144,7 @@ def test_compare_promote_refuse_and_roll_back(qtbot, store, manager, tiny_model,
     assert shown["prompt"] == PROMPTS["k2"] and shown["Teacher"] == TEACHER
     assert shown["base"] == "base answers k2" and shown[good] == f"#{final} answers k2"
     assert shown[worse] == f"#{step10} answers k2"
-    assert panel.side_by_side.picker.count() == 3  # the two fixed samples, then every other next action
+    assert panel.side_by_side.picker.count() == CONTEXTS  # the two fixed samples, then every other next action
     # the ranking: best composite first
     ranked = [panel.ranking.item(n).text() for n in range(panel.ranking.count())]
     assert ranked[0].startswith(f"1. #{final} {job.id} final") and ranked[1].startswith("2. base")
@@ -139,6 +155,9 @@ def test_compare_promote_refuse_and_roll_back(qtbot, store, manager, tiny_model,
     click(qtbot, panel.promote_button)
     qtbot.waitUntil(lambda: panel.verdict.isVisible() and idle(panel), timeout=WAIT_MS)
     assert "PASS" in panel.verdict.toPlainText() and "promoted" in panel.verdict.toPlainText()
+    assert "✓ held-out loss 2.000 → 1.200 (−40.0 %, 95 % CI −40.0 %…−40.0 %, 24 examples) vs the base model: " \
+           "improved" in panel.verdict.toPlainText()
+    assert "(+4 of 20 actions: 4 gained, 0 lost, McNemar p 0.125, 95 % CI" in panel.verdict.toPlainText()
     assert registry.deployed(store, model).checkpoint_id == final
     assert f"#{final} {job.id} final" in panel.deployed.text()
 
@@ -148,8 +167,9 @@ def test_compare_promote_refuse_and_roll_back(qtbot, store, manager, tiny_model,
     qtbot.waitUntil(lambda: panel.verdict.isVisible() and idle(panel), timeout=WAIT_MS)
     text = panel.verdict.toPlainText()
     assert "FAIL" in text and "not promoted" in text
-    assert "next-action agreement 0.400 → 0.300" in text and "fell" in text  # against the base
-    assert "did not improve" in text  # its loss against the deployed model's
+    assert "✗ next-action agreement 0.400 → 0.300 (−2 of 20 actions: 0 gained, 2 lost" in text  # against the base
+    assert "vs the base model: worse by more than 15%" in text
+    assert "✗ held-out loss 1.200 → 1.900 (+58.3 %" in text  # against the deployed model's
     assert registry.deployed(store, model).checkpoint_id == final
 
     # Roll back: the base model is deployed again

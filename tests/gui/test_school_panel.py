@@ -150,6 +150,35 @@ def test_history_chart_and_report_card_from_the_store(qtbot, panel, store):
     assert panel.card.table.text("validity", "vs previous") == "+0.100"
 
 
+def test_an_inconclusive_card_shows_each_check_with_its_interval(qtbot, panel, store):
+    """The gate's checks as the cycle recorded them: marked, with their intervals and counts, and why."""
+    from app.core.judge.evidence import Evidence
+    from app.core.judge.gate import judge
+    from app.core.judge.report import EvalReport
+
+    def evidence(per_token: float, agree: set[int]) -> Evidence:
+        report = EvalReport(label="m", base_model="default", eval_set="d/test", eval_set_sha256="s" * 64,
+                            metrics={"loss": per_token, "agreement": len(agree) / 28})
+        losses = {f"e{i}": {"key": f"e{i}", "nll": per_token * (30 + i), "tokens": 30 + i} for i in range(24)}
+        actions = {f"c{i}": {"key": f"c{i}", "outcome": "agree" if i in agree else "no_call"} for i in range(28)}
+        return Evidence(report, losses, actions)
+
+    verdict = judge(evidence(1.959, {3, 17, 4}), evidence(1.979, {3, 17}))
+    assert verdict.verdict == "inconclusive"
+    report = {**card(1, 0.107, 0.9, 1.959, verdict="inconclusive"), "reasons": verdict.reasons,
+              "checks": [c.model_dump() for c in verdict.checks], "notes": verdict.notes}
+    ended_cycle(store, "refused", report, reason="the gate refused the candidate (inconclusive: no evidence that it "
+                                                 "is better): " + "; ".join(verdict.reasons))
+    read(qtbot, panel)
+    text = panel.card.text()
+    assert "Gate: inconclusive" in text
+    assert "· held-out loss 1.979 → 1.959 (−1.0 %, 95 % CI −1.0 %…−1.0 %, 24 examples) vs the base model: below the " \
+           "2 % minimum" in text
+    assert "· next-action agreement 0.071 → 0.107 (+1 of 28 actions: 1 gained, 0 lost, McNemar p 1.000, 95 % CI" in text
+    assert "no primary metric (loss, agreement) improved significantly" in text
+    assert text.count("McNemar") == 1  # the cycle's reason is not repeated under the checks
+
+
 def test_approve_only_for_a_cycle_waiting_for_approval(qtbot, panel, store):
     running = cycles.create(store, "default", "run now (test)", {"new_sessions": 4})
     cycles.update(store, running.id, stage="training")
@@ -173,13 +202,13 @@ def test_approve_only_for_a_cycle_waiting_for_approval(qtbot, panel, store):
 
 def test_policy_edits_go_through_the_school_and_a_refusal_says_why(qtbot, panel, store):
     read(qtbot, panel)
-    assert panel.window_edit.text() == "02:00-06:00" and panel.deploy_box.currentText() == "ask"
-    panel.deploy_box.setCurrentText("auto")
+    assert panel.window_edit.text() == "02:00-06:00" and panel.deploy_box.currentText() == "auto"
+    panel.deploy_box.setCurrentText("ask")
     panel.deploy_box.activated.emit(panel.deploy_box.currentIndex())
     panel.min_sessions.setValue(3)
     panel.apply_min_sessions()  # at once: the commands run one after the other, neither change is lost
     qtbot.waitUntil(lambda: "Policy min_sessions is now 3" in panel.banner.text(), timeout=WAIT_MS)
-    assert School(store).policy()["deploy"] == "auto" and School(store).policy()["min_sessions"] == 3
+    assert School(store).policy()["deploy"] == "ask" and School(store).policy()["min_sessions"] == 3
 
     panel.window_edit.setText("25:00-99:00")
     panel.apply_window()

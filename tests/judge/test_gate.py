@@ -1,72 +1,185 @@
-"""The gate's verdicts on hand-made reports: pass, fail with reasons in words, the 15 % regression rule, and
-compare_only when the numbers cannot be compared."""
+"""The gate's verdict rules on hand-made per-example evidence: a noise-level change is inconclusive, a clear gain
+passes with its interval shown, a significant fall or a 15 % regression fails, and incomparable or too little
+evidence is inconclusive; old stored thresholds still load."""
 from __future__ import annotations
 
+import random
+
+from app.core.judge.evidence import Evidence
 from app.core.judge.gate import Thresholds, judge
 from app.core.judge.report import EvalReport, composite
 
-
-def report(label="cand", sha="s" * 64, contexts=20, base_model="default", **metrics) -> EvalReport:
-    values = {"loss": 2.0, "agreement": 0.4, "validity": 0.8, "reward": 0.5, **metrics}
-    return EvalReport(label=label, base_model=base_model, eval_set="d/test", eval_set_sha256=sha, contexts=contexts,
-                      metrics=values)
+TOKENS = 40
 
 
-def test_a_better_checkpoint_passes_against_the_base():
-    v = judge(report(loss=1.5, agreement=0.5, validity=0.9, reward=0.6), report("base"))
-    assert v.verdict == "pass"
-    assert any("held-out loss 2.000 → 1.500 (-25.0 %) vs the base model: improved" == r for r in v.reasons)
+def evidence(per_token: list[float], agree: list[bool], label="cand", sha="s" * 64, base_model="default",
+             valid: list[int] | None = None, reward: list[float] | None = None) -> Evidence:
+    """A model's evaluation from its per-example rows; the report's metrics are what the rows sum to."""
+    valid = valid if valid is not None else [1] * len(agree)
+    reward = reward if reward is not None else [0.5] * len(agree)
+    losses = {f"e{i}": {"key": f"e{i}", "nll": x * TOKENS, "tokens": TOKENS} for i, x in enumerate(per_token)}
+    actions = {f"c{i}": {"key": f"c{i}", "outcome": "agree" if a else "other_tool", "attempted": 1, "valid": v,
+                         "reward": r} for i, (a, v, r) in enumerate(zip(agree, valid, reward))}
+    metrics = {"loss": sum(per_token) / len(per_token) if per_token else None,
+               "agreement": sum(agree) / len(agree), "validity": sum(valid) / len(valid),
+               "reward": sum(reward) / len(reward)}
+    report = EvalReport(label=label, base_model=base_model, eval_set="d/test", eval_set_sha256=sha,
+                        contexts=len(agree), examples=len(per_token), metrics=metrics)
+    return Evidence(report, losses, actions)
 
 
-def test_a_loss_that_did_not_improve_fails_with_the_reason():
-    v = judge(report(loss=2.1), report("base"))
+def base_losses(n=24, seed=0) -> list[float]:
+    rng = random.Random(seed)
+    return [rng.uniform(1.2, 2.8) for _ in range(n)]
+
+
+def agreements(n: int, yes: set[int]) -> list[bool]:
+    return [i in yes for i in range(n)]
+
+
+def shifted(values: list[float], factor: float, noise: float, seed=1) -> list[float]:
+    rng = random.Random(seed)
+    return [v * factor * (1 + rng.gauss(0, noise)) for v in values]
+
+
+BASE = base_losses()
+BASE_AGREE = agreements(28, {3, 17})  # 2 of 28
+
+
+def test_a_noise_level_change_is_inconclusive_and_says_why_with_intervals():
+    """The deployed-by-mistake case: loss −1 % and agreement unchanged at 2 of 28."""
+    cand = evidence(shifted(BASE, 0.99, 0.003), agreements(28, {3, 17}))
+    v = judge(cand, evidence(BASE, BASE_AGREE, "base"))
+    assert v.verdict == "inconclusive", v.reasons
+    loss = next(c for c in v.checks if c.metric == "loss")
+    assert loss.status == "below_minimum" and loss.high < 0 and loss.n == 24
+    assert loss.text.startswith("held-out loss ") and "(−1.0 %, 95 % CI −" in loss.text
+    assert loss.text.endswith(", 24 examples) vs the base model: below the 2 % minimum"), loss.text
+    agree = next(c for c in v.checks if c.metric == "agreement")
+    assert (agree.gained, agree.lost, agree.p_value, agree.status) == (0, 0, 1.0, "inconclusive")
+    assert "agreement 0.071 → 0.071 (+0 of 28 actions: 0 gained, 0 lost, McNemar p 1.000, 95 % CI" in agree.text
+    assert any("no primary metric (loss, agreement) improved significantly" in n for n in v.notes)
+    assert v.summary().startswith("INCONCLUSIVE: ")
+
+
+def test_a_clear_gain_passes_with_its_interval_and_counts():
+    cand = evidence(shifted(BASE, 0.85, 0.02), agreements(28, {3, 17, 1, 2, 5, 8, 9, 11, 13, 20}))
+    v = judge(cand, evidence(BASE, BASE_AGREE, "base"))
+    assert v.verdict == "pass", v.reasons
+    loss = next(c for c in v.checks if c.metric == "loss")
+    assert loss.status == "improved" and loss.high < -0.02 and "95 % CI −" in loss.text
+    assert loss.text.endswith("vs the base model: improved")
+    agree = next(c for c in v.checks if c.metric == "agreement")
+    assert (agree.gained, agree.lost, agree.n) == (8, 0, 28) and agree.p_value < 0.01 and agree.low > 0
+    assert "(+8 of 28 actions: 8 gained, 0 lost, McNemar p 0.008" in agree.text and agree.status == "improved"
+
+
+def test_agreement_alone_can_pass_when_the_loss_holds():
+    gained = agreements(28, {3, 17, *range(5, 15)})
+    v = judge(evidence(shifted(BASE, 1.0, 0.01), gained), evidence(BASE, BASE_AGREE, "base"))
+    assert v.verdict == "pass", v.reasons
+    assert {c.metric: c.status for c in v.checks}["loss"] == "inconclusive"
+
+
+def test_a_significantly_worse_loss_fails():
+    v = judge(evidence(shifted(BASE, 1.08, 0.01), BASE_AGREE), evidence(BASE, BASE_AGREE, "base"))
     assert v.verdict == "fail"
-    assert v.reasons[0].startswith("held-out loss 2.000 → 2.100") and "did not improve" in v.reasons[0]
+    [failed] = [c for c in v.checks if not c.ok]
+    assert failed.metric == "loss" and failed.status == "worse" and failed.low > 0
+    assert failed.text.endswith("vs the base model: significantly worse") and v.reasons[0] == failed.text
 
 
-def test_agreement_must_not_fall_and_validity_must_not_fall():
-    v = judge(report(loss=1.0, agreement=0.35, validity=0.7), report("base"))
-    failed = [c for c in v.checks if not c.ok]
+def test_a_significant_fall_in_agreement_fails_even_when_the_loss_improved():
+    base = evidence(BASE, agreements(28, set(range(12))), "base")
+    cand = evidence(shifted(BASE, 0.8, 0.01), agreements(28, {0, 1}))
+    v = judge(cand, base)
     assert v.verdict == "fail"
-    assert {c.metric for c in failed} == {"agreement", "validity"}
-    assert all("fell (it must not fall)" in c.text or "regressed" in c.text for c in failed)
+    [failed] = [c for c in v.checks if not c.ok]
+    assert failed.metric == "agreement" and failed.lost == 10 and failed.p_value < 0.01
+    assert failed.status == "regressed"  # 12 → 2 of 28 is also far beyond 15 %
 
 
-def test_the_tolerance_lets_a_small_fall_pass():
-    v = judge(report(loss=1.0, agreement=0.38), report("base"), thresholds=Thresholds(fall_tolerance=0.05))
-    assert v.verdict == "pass"
+def test_a_point_estimate_worse_by_more_than_15_percent_fails_without_significance():
+    """Reward 0.5 → 0.4 on one next action in five: too noisy to be significant, but beyond the 15 % bound."""
+    rewards = [0.5] * 28
+    worse = [0.0 if i % 5 == 0 else 0.5 for i in range(28)]  # mean 0.41: −18 %
+    cand = evidence(shifted(BASE, 0.85, 0.02), agreements(28, {3, 17, *range(5, 12)}), reward=worse)
+    v = judge(cand, evidence(BASE, BASE_AGREE, "base", reward=rewards))
+    failed = {c.metric: c for c in v.checks if not c.ok}
+    assert v.verdict == "fail" and set(failed) == {"reward"}
+    assert "worse by more than 15%" in failed["reward"].text
 
 
-def test_a_metric_regressing_more_than_15_percent_fails_even_when_it_is_not_must_not_fall():
-    v = judge(report(loss=1.0, reward=0.4), report("base"))  # reward 0.5 -> 0.4 = -20 %
-    assert v.verdict == "fail"
-    assert any("behavioural reward" in r and "regressed by more than 15%" in r for r in v.reasons)
-    assert judge(report(loss=1.0, reward=0.45), report("base")).verdict == "pass"  # -10 %
+def test_the_tolerance_lets_a_small_significant_fall_pass():
+    valid = [0 if i < 5 else 1 for i in range(40)]  # validity 1.0 → 0.875: significant, within 15 %
+    cand = evidence(shifted(BASE, 0.85, 0.02), agreements(40, {3, 17, *range(20, 32)}), valid=valid)
+    base = evidence(BASE, agreements(40, {3, 17}), "base")
+    strict = judge(cand, base, thresholds=Thresholds(resamples=500))
+    assert strict.verdict == "fail" and [c.status for c in strict.checks if not c.ok] == ["worse"]
+    assert judge(cand, base, thresholds=Thresholds(resamples=500, fall_tolerance=0.1)).verdict == "pass"
 
 
 def test_the_deployed_model_is_a_second_bar():
-    base, deployed = report("base", loss=3.0, agreement=0.1), report("deployed", loss=1.2, agreement=0.6)
-    v = judge(report(loss=2.0, agreement=0.4), base, deployed)
-    assert v.verdict == "fail"
-    assert all(c.against == "deployed" for c in v.checks if not c.ok)
-    assert any("vs the deployed model" in r for r in v.reasons)
+    base = evidence(BASE, BASE_AGREE, "base")
+    deployed = evidence(shifted(BASE, 0.8, 0.01, seed=5), agreements(28, {3, 17, *range(5, 12)}), "deployed")
+    as_good = evidence(shifted(BASE, 0.8, 0.01, seed=6), agreements(28, {3, 17, *range(5, 12)}))
+    v = judge(as_good, base, deployed)
+    assert v.verdict == "inconclusive", v.reasons  # better than the base, not than what is deployed
+    assert any("vs the deployed model" in n for n in v.notes) and all(c.ok for c in v.checks)
+    worse = evidence(shifted(BASE, 0.9, 0.01, seed=7), agreements(28, {3, 17, *range(5, 12)}))
+    v = judge(worse, base, deployed)
+    assert v.verdict == "fail" and all(c.against == "deployed" for c in v.checks if not c.ok)
 
 
-def test_another_held_out_set_or_base_model_is_compare_only():
-    v = judge(report(loss=1.0), report("base", sha="t" * 64))
-    assert v.verdict == "compare_only" and "another held-out set" in v.notes[0]
-    v = judge(report(loss=1.0), report("base", base_model="other"))
-    assert v.verdict == "compare_only" and "another base model" in v.notes[0]
-    v = judge(report(loss=1.0, contexts=3), report("base", contexts=3))
-    assert v.verdict == "compare_only" and "only 3 held-out next actions" in v.notes[0]
-    assert judge(report(), None).verdict == "compare_only"
+def test_too_little_or_incomparable_evidence_is_inconclusive():
+    small = judge(evidence(shifted(BASE[:10], 0.5, 0.01), agreements(10, set(range(8)))),
+                  evidence(BASE[:10], agreements(10, set()), "base"))
+    assert small.verdict == "inconclusive"
+    assert any("only 10 held-out loss examples" in n and "at least 20" in n for n in small.notes), small.notes
+    assert any("only 10 held-out next actions" in n for n in small.notes)
+    good = evidence(shifted(BASE, 0.85, 0.02), BASE_AGREE)
+    v = judge(good, evidence(BASE, BASE_AGREE, "base", sha="t" * 64))
+    assert v.verdict == "inconclusive" and "another held-out set" in v.notes[0] and not v.checks
+    v = judge(good, evidence(BASE, BASE_AGREE, "base", base_model="other"))
+    assert v.verdict == "inconclusive" and "another base model" in v.notes[0]
+    old = evidence(BASE, BASE_AGREE, "base")
+    old.losses = {}  # an evaluation from before the per-example files
+    assert "no per-example results" in judge(good, old).notes[0]
+    assert judge(good, None).verdict == "inconclusive"
 
 
 def test_a_candidate_that_lost_a_metric_fails():
-    v = judge(report(loss=1.0, validity=None), report("base"))
+    cand = evidence(shifted(BASE, 0.85, 0.02), BASE_AGREE)
+    cand.report.metrics["validity"] = None
+    v = judge(cand, evidence(BASE, BASE_AGREE, "base"))
     assert v.verdict == "fail" and any("the candidate none" in r for r in v.reasons)
 
 
+def test_old_stored_thresholds_load_with_the_new_defaults():
+    old = ('{"loss_must_improve": true, "min_loss_gain": 0.0, "must_not_fall": ["agreement", "validity"], '
+           '"fall_tolerance": 0.03, "max_regression": 0.2, "min_contexts": 5}')
+    th = Thresholds.model_validate_json(old)
+    assert (th.fall_tolerance, th.max_regression, th.min_contexts, th.min_gain["loss"]) == (0.03, 0.2, 20, 0.02)
+    chosen = Thresholds.model_validate_json('{"min_loss_gain": 0.1, "min_contexts": 40}')
+    assert chosen.min_gain["loss"] == 0.1 and chosen.min_contexts == 40
+    now = Thresholds(min_examples=30, resamples=500)
+    assert (now.min_examples, now.resamples) == (30, 500)
+    assert Thresholds.model_validate_json(now.model_dump_json()) == now
+    assert Thresholds.model_validate({"min_contexts": 8, "unknown": 1}).min_contexts == 8  # unknown keys: ignored
+
+
 def test_composite_ranks_a_better_model_higher():
-    assert composite(report(loss=1.0, agreement=0.6).metrics) > composite(report().metrics)
+    assert composite({"loss": 1.0, "agreement": 0.6}) > composite({"loss": 2.0, "agreement": 0.4})
     assert 0.0 <= composite({"loss": None}) <= 1.0
+
+
+def test_thresholds_live_in_the_settings_and_an_old_stored_value_still_loads(store):
+    from app.core.base import settings
+    from app.core.judge.records import set_thresholds, thresholds
+
+    assert thresholds(store) == Thresholds()
+    settings.put(store, "gate", {"loss_must_improve": True, "min_loss_gain": 0.0, "must_not_fall": ["agreement"],
+                                 "fall_tolerance": 0.0, "max_regression": 0.15, "min_contexts": 5})
+    assert thresholds(store) == Thresholds()  # the old defaults give way to the new ones
+    set_thresholds(store, Thresholds(min_examples=8, confidence=0.9))
+    assert (thresholds(store).min_examples, thresholds(store).confidence) == (8, 0.9)

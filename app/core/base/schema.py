@@ -267,7 +267,7 @@ class EvalRow(Base):
 
 
 class VerdictRow(Base):
-    """The gate's verdict on a checkpoint (pass | fail | compare_only) against the base and the deployed model."""
+    """The gate's verdict on a checkpoint (pass | fail | inconclusive) against the base and the deployed model."""
 
     __tablename__ = "verdicts"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

@@ -8,8 +8,6 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from sqlalchemy import select
-
 from app.core.base import paths, protocol as P
 from app.core.base.fingerprint import sha256_file
 from app.core.base.schema import BuiltDataset, EvalRow
@@ -39,14 +37,14 @@ def _of_dataset(ds: BuiltDataset) -> EvalSet:
 
 
 def latest_heldout(store: Store, base_model: str) -> BuiltDataset | None:
-    with store.session() as s:
-        return s.scalar(select(BuiltDataset).where(BuiltDataset.base_model == base_model, BuiltDataset.kind == "sft",
-                                                   BuiltDataset.test > 0).order_by(BuiltDataset.id.desc()))
+    """The dataset whose test split is the current held-out set of a base model (the newest with a test split)."""
+    return Registry(store).current_heldout(base_model)
 
 
 def choose_set(store: Store, target: Target, dataset: str | None = None, file: str | Path | None = None) -> EvalSet:
-    """The held-out set: a named dataset's test split, a file, the test split of the dataset the checkpoint trained
-    on, the newest dataset of its base model with a test split, or the job's own eval snapshot."""
+    """The held-out set: a file or a named dataset's test split when asked for, else the current held-out set of the
+    base model (the newest build's test split: candidate, base and deployed are compared on one set, whatever
+    dataset the checkpoint trained on), else the job's own eval snapshot."""
     if file:
         path = Path(file).expanduser()
         if not path.is_file():
@@ -57,9 +55,6 @@ def choose_set(store: Store, target: Target, dataset: str | None = None, file: s
         ds = reg.get(dataset)
         if ds is None:
             raise JudgeError(f"no dataset named {dataset!r}", fix="see `nightschool dataset list`")
-        return _of_dataset(ds)
-    trained_on = target.spec.lineage.dataset_name if target.spec else None
-    if trained_on and (ds := reg.get(trained_on)) is not None and ds.test > 0:
         return _of_dataset(ds)
     if (ds := latest_heldout(store, target.base_model)) is not None:
         return _of_dataset(ds)

@@ -1,129 +1,236 @@
-"""The quality gate: a candidate checkpoint's evaluation judged against the base model's and the deployed model's on
-the same held-out set. Verdict pass | fail | compare_only, with every check's reason in words.
+"""The quality gate: a candidate checkpoint's evaluation weighed against the base model's and the deployed model's on
+the same held-out set, example by example. Verdict pass | fail | inconclusive, every check in words with its interval.
 
-Defaults (configurable, stored in the settings table): held-out loss improves on each reference, next-action agreement
-and tool-call validity do not fall, and no metric regresses by more than 15 %. compare_only when the numbers cannot be
-compared: another held-out set, another base model, too few cases, or a metric the candidate lacks."""
+Each gated metric is a paired comparison (stats.py): held-out loss over the loss examples (relative change, paired
+bootstrap), next-action agreement over the next actions (exact McNemar test + paired bootstrap interval), tool-call
+validity and behavioural reward over the next actions (paired bootstrap). Rules, against every reference:
+- inconclusive: a reference is not comparable (another held-out set or base model, no per-example evidence), fewer
+  than the minimum loss examples or next actions, or no primary metric (loss, agreement) improved significantly by at
+  least its minimum effect. Inconclusive is never promoted.
+- fail: a gated metric significantly worse (its interval entirely below zero, beyond the tolerance), or its point
+  estimate worse by more than `max_regression` (15 %).
+- pass: otherwise, with at least one primary metric improved significantly by its minimum effect vs each reference."""
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.core.judge.report import METRICS, EvalReport
+from app.core.judge.evidence import UNITS, Evidence, discordant, paired
+from app.core.judge.report import METRICS
+from app.core.judge.stats import Interval, mcnemar_exact, paired_bootstrap
 
 GATED = ("loss", "agreement", "validity", "reward")  # perplexity follows loss; tool_agreement is inside agreement
 SETTING = "gate"
+VERDICTS = ("pass", "fail", "inconclusive")
+HEADS = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}
+OLD_KEYS = {"loss_must_improve", "min_loss_gain", "must_not_fall"}  # settings stored before format 2 have them
 
 
 class Thresholds(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    loss_must_improve: bool = True
-    min_loss_gain: float = Field(0.0, ge=0.0)  # relative: 0.02 = at least 2 % lower than the reference
-    must_not_fall: list[str] = Field(default_factory=lambda: ["agreement", "validity"])
-    fall_tolerance: float = Field(0.0, ge=0.0)  # absolute slack for must_not_fall (0.05 = 5 points)
-    max_regression: float = Field(0.15, ge=0.0)  # any gated metric worse by more than this fraction fails
-    min_contexts: int = Field(5, ge=1)  # fewer held-out next actions: compare_only
+    """The gate's settings (key `gate`). Minimum sample sizes: with fewer than ~20 paired units a percentile bootstrap
+    interval is too narrow (it under-covers) and McNemar's exact test can only detect a change of nearly every
+    discordant pair, so 20 loss examples and 20 next actions are the least a verdict rests on."""
+
+    model_config = ConfigDict(extra="ignore")  # settings stored by older versions carry keys that are gone
+    format: int = 2
+    primary: list[str] = Field(default_factory=lambda: ["loss", "agreement"])  # one must improve significantly
+    gated: list[str] = Field(default_factory=lambda: list(GATED))  # none may get significantly worse
+    min_gain: dict[str, float] = Field(default_factory=lambda: {"loss": 0.02, "agreement": 0.05, "validity": 0.05,
+                                                                 "reward": 0.05})  # loss: relative; others: absolute
+    fall_tolerance: float = Field(0.0, ge=0.0)  # a significant fall within this (loss: relative) does not fail
+    max_regression: float = Field(0.15, ge=0.0)  # a point estimate worse by more than this fraction fails
+    min_examples: int = Field(20, ge=1)  # paired held-out loss examples needed for a verdict
+    min_contexts: int = Field(20, ge=1)  # paired held-out next actions needed for a verdict
+    confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    resamples: int = Field(2000, ge=100)
+    seed: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate(cls, data):
+        """Settings stored before format 2 compared point estimates: keep what a person changed (the tolerance, the
+        regression bound, a loss gain or a minimum above the old defaults); the rest takes the new defaults."""
+        if not isinstance(data, dict) or "format" in data or not OLD_KEYS & data.keys():
+            return data
+        out = {k: data[k] for k in ("fall_tolerance", "max_regression") if k in data}
+        if data.get("min_loss_gain", 0.0) > 0.02:
+            out["min_gain"] = {**cls.model_fields["min_gain"].default_factory(), "loss": data["min_loss_gain"]}
+        if data.get("min_contexts", 5) > 20:
+            out["min_contexts"] = data["min_contexts"]
+        return out
 
 
 class Check(BaseModel):
+    """One paired comparison of a metric against a reference, and what the rules make of it."""
+
     metric: str
     against: str  # base | deployed
     before: float | None = None
     after: float | None = None
-    ok: bool
-    text: str
+    delta: float | None = None  # after − before; relative (a fraction of before) for the loss
+    relative: bool = False
+    low: float | None = None  # the interval of delta at `confidence`
+    high: float | None = None
+    confidence: float | None = None
+    n: int = 0  # paired examples (loss) or next actions
+    unit: str = "examples"
+    gained: int | None = None  # agreement: next actions only the candidate got right (c) …
+    lost: int | None = None  # … and only the reference got right (b)
+    p_value: float | None = None  # agreement: exact McNemar
+    status: str = "held"  # improved | below_minimum | inconclusive | held | worse | regressed | missing
+    ok: bool = True
+    text: str = ""
 
 
 class Verdict(BaseModel):
-    verdict: Literal["pass", "fail", "compare_only"]
+    verdict: Literal["pass", "fail", "inconclusive"]
     checks: list[Check] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)  # why it is compare_only
+    notes: list[str] = Field(default_factory=list)  # why it is inconclusive
 
     @property
     def reasons(self) -> list[str]:
         """The words: failures first, then what held, then notes."""
-        return ([c.text for c in self.checks if not c.ok] + [c.text for c in self.checks if c.ok] + self.notes)
+        return [c.text for c in self.checks if not c.ok] + [c.text for c in self.checks if c.ok] + self.notes
 
     def summary(self) -> str:
         failed = [c.text for c in self.checks if not c.ok]
-        head = {"pass": "PASS", "fail": "FAIL", "compare_only": "COMPARE ONLY"}[self.verdict]
         said = failed or self.notes or [c.text for c in self.checks][:2] or ["nothing to check"]
-        return head + ": " + "; ".join(said)
+        return HEADS[self.verdict] + ": " + "; ".join(said)
 
 
-def _fmt(value: float | None) -> str:
+def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def _change(before: float, after: float) -> str:
-    if before:
-        return f"{(after - before) / abs(before) * 100:+.1f} %"
-    return f"{after - before:+.3f}"
+def _signed(value: float, relative: bool) -> str:
+    return f"{value * 100:+.1f} %".replace("-", "−") if relative else f"{value:+.3f}".replace("-", "−")
 
 
-def _worse_by(metric: str, before: float, after: float) -> float:
-    """How much worse `after` is than `before` as a fraction of `before` (0 when not worse)."""
-    lower = METRICS[metric][1] == "lower"
-    worse = (after - before) if lower else (before - after)
-    if worse <= 0:
-        return 0.0
-    return worse / abs(before) if before else float("inf")
+def _interval(check: Check) -> str:
+    if check.low is None:
+        return "no interval"
+    pct = f"{check.confidence * 100:.0f} % CI"
+    return f"{pct} {_signed(check.low, check.relative)}…{_signed(check.high, check.relative)}"
 
 
-def comparable(candidate: EvalReport, reference: EvalReport, name: str, th: Thresholds) -> list[str]:
+def describe(check: Check) -> str:
+    """E.g. "held-out loss 1.979 → 1.959 (−1.0 %, 95 % CI −1.6 %…−0.4 %, 24 examples) vs the base model: …"."""
+    if check.metric == "agreement" and check.gained is not None:
+        net = check.gained - check.lost
+        counts = (f"{net:+d} of {check.n} {check.unit}: {check.gained} gained, {check.lost} lost, "
+                  f"McNemar p {check.p_value:.3f}").replace("-", "−")
+        inner = f"{counts}, {_interval(check)}"
+    else:
+        change = _signed(check.delta, check.relative) if check.delta is not None else "n/a"
+        inner = f"{change}, {_interval(check)}, {check.n} {check.unit}"
+    return f"{METRICS[check.metric][0]} {_num(check.before)} → {_num(check.after)} ({inner}) vs the {check.against} model"
+
+
+def _better(metric: str, value: float) -> float:
+    """A change signed so that positive is better."""
+    return -value if METRICS[metric][1] == "lower" else value
+
+
+def _judge_check(check: Check, th: Thresholds) -> Check:
+    """Status, ok and text of a measured check by the rules."""
+    metric, alpha = check.metric, 1 - th.confidence
+    lo, hi = sorted((_better(metric, check.low), _better(metric, check.high))) if check.low is not None else (0, 0)
+    better = _better(metric, check.delta)
+    tested = check.p_value is None or check.p_value < alpha  # agreement needs McNemar too
+    worse = -better / (1 if check.relative else abs(check.before) or 1) if better < 0 else 0.0
+    need = th.min_gain.get(metric, 0.0)
+    minimum = f"{need * 100:g} %" if check.relative else f"{need:+g}"
+    if worse > th.max_regression:
+        status, words = "regressed", f"worse by more than {th.max_regression:.0%}"
+    elif hi < -th.fall_tolerance and tested:
+        status, words = "worse", "significantly worse"
+    elif lo > 0 and tested:
+        status, words = ("improved", "improved") if better >= need else ("below_minimum",
+                                                                          f"below the {minimum} minimum")
+    else:
+        status = "inconclusive" if metric in th.primary else "held"
+        words = "inconclusive" if metric in th.primary else "no significant change"
+    ok = status not in ("regressed", "worse")
+    return check.model_copy(update={"status": status, "ok": ok, "text": describe(check) + ": " + words})
+
+
+def measure(metric: str, cand: Evidence, ref: Evidence, name: str, th: Thresholds) -> Check | None:
+    """The paired comparison of one metric (None when neither model has it)."""
+    before, after = ref.report.metrics.get(metric), cand.report.metrics.get(metric)
+    words = METRICS[metric][0]
+    if before is None or after is None:
+        if before is None:
+            return None  # the reference has none: nothing to hold the candidate to
+        return Check(metric=metric, against=name, before=before, status="missing", ok=False,
+                     text=f"{words}: the {name} model has {_num(before)}, the candidate none")
+    units_a, units_b = paired(metric, cand, ref)
+    relative = metric == "loss"
+    ci = paired_bootstrap(units_a, units_b, th.resamples, th.seed, th.confidence, relative,
+                          empty=0.0 if metric == "validity" else None)
+    check = Check(metric=metric, against=name, before=before, after=after, relative=relative, n=len(units_a),
+                  unit=UNITS[metric], confidence=th.confidence, **_fields(ci, before, after, relative))
+    if metric == "agreement":
+        lost, gained = discordant(units_a, units_b)
+        check = check.model_copy(update={"lost": lost, "gained": gained, "p_value": mcnemar_exact(lost, gained)})
+    return _judge_check(check, th)
+
+
+def _fields(ci: Interval | None, before: float, after: float, relative: bool) -> dict:
+    if ci is None:
+        delta = (after - before) / abs(before) if relative and before else after - before
+        return {"delta": delta}
+    return {"delta": ci.estimate, "low": ci.low, "high": ci.high}
+
+
+def comparable(candidate: Evidence, reference: Evidence, name: str) -> list[str]:
+    """Why the two cannot be compared at all ([] when they can)."""
+    cand, ref = candidate.report, reference.report
     notes = []
-    if reference.eval_set_sha256 != candidate.eval_set_sha256:
-        notes.append(f"the {name} model was evaluated on another held-out set ({reference.eval_set}); "
+    if ref.eval_set_sha256 != cand.eval_set_sha256:
+        notes.append(f"the {name} model was evaluated on another held-out set ({ref.eval_set}); "
                      "evaluate both on the same set")
-    if reference.base_model != candidate.base_model:
-        notes.append(f"the {name} model is another base model ({reference.base_model}): losses are not comparable")
-    if min(candidate.contexts, reference.contexts) < th.min_contexts:
-        notes.append(f"only {min(candidate.contexts, reference.contexts)} held-out next actions (at least "
-                     f"{th.min_contexts} are needed for a verdict)")
+    if ref.base_model != cand.base_model:
+        notes.append(f"the {name} model is another base model ({ref.base_model}): losses are not comparable")
+    if not (reference.losses and candidate.losses) or not (reference.actions and candidate.actions):
+        notes.append(f"the {name} model's or the candidate's evaluation has no per-example results; evaluate again")
     return notes
 
 
-def checks_against(candidate: EvalReport, reference: EvalReport, name: str, th: Thresholds) -> list[Check]:
-    out: list[Check] = []
-    for metric in GATED:
-        before, after = reference.metrics.get(metric), candidate.metrics.get(metric)
-        words = METRICS[metric][0]
-        if before is None or after is None:
-            if before is not None:  # the reference has it, the candidate lost it (e.g. stopped calling tools)
-                out.append(Check(metric=metric, against=name, before=before, ok=False,
-                                 text=f"{words}: the {name} model has {_fmt(before)}, the candidate none"))
-            continue
-        shift = f"{words} {_fmt(before)} → {_fmt(after)} ({_change(before, after)}) vs the {name} model"
-        worse = _worse_by(metric, before, after)
-        if metric == "loss" and th.loss_must_improve:
-            need = before * (1 - th.min_loss_gain)
-            ok = after < need
-            out.append(Check(metric=metric, against=name, before=before, after=after, ok=ok,
-                             text=shift + (": improved" if ok else ": did not improve"
-                                           + (f" by {th.min_loss_gain:.0%}" if th.min_loss_gain else ""))))
-        elif metric in th.must_not_fall:
-            ok = after >= before - th.fall_tolerance - 1e-12
-            out.append(Check(metric=metric, against=name, before=before, after=after, ok=ok,
-                             text=shift + (": held" if ok else ": fell (it must not fall)")))
-        if worse > th.max_regression:
-            out.append(Check(metric=metric, against=name, before=before, after=after, ok=False,
-                             text=shift + f": regressed by more than {th.max_regression:.0%}"))
-    return out
+def enough(checks: list[Check], name: str, th: Thresholds) -> list[str]:
+    """Notes when the paired evidence is too small for a verdict."""
+    sizes = {c.metric: c.n for c in checks}
+    notes = []
+    if sizes.get("loss", 0) < th.min_examples:
+        notes.append(f"only {sizes.get('loss', 0)} held-out loss examples pair with the {name} model's (at least "
+                     f"{th.min_examples} are needed for a verdict)")
+    if sizes.get("agreement", 0) < th.min_contexts:
+        notes.append(f"only {sizes.get('agreement', 0)} held-out next actions pair with the {name} model's (at "
+                     f"least {th.min_contexts} are needed for a verdict)")
+    return notes
 
 
-def judge(candidate: EvalReport, base: EvalReport | None, deployed: EvalReport | None = None,
+def judge(candidate: Evidence, base: Evidence | None, deployed: Evidence | None = None,
           thresholds: Thresholds | None = None) -> Verdict:
     """The verdict on `candidate` against the base model and the deployed model (None: nothing is deployed beyond
-    the base). Every reference must be comparable, or the verdict is compare_only."""
+    the base). Every reference must be comparable and improved on, or the verdict is inconclusive."""
     th = thresholds or Thresholds()
-    refs = [("base", base), ("deployed", deployed)]
     if base is None:
-        return Verdict(verdict="compare_only", notes=["the base model has no evaluation on this held-out set"])
-    notes = [n for name, ref in refs if ref is not None for n in comparable(candidate, ref, name, th)]
-    if candidate.metrics.get("loss") is None:
+        return Verdict(verdict="inconclusive", notes=["the base model has no evaluation on this held-out set"])
+    refs = [(name, ref) for name, ref in (("base", base), ("deployed", deployed)) if ref is not None]
+    notes = [n for name, ref in refs for n in comparable(candidate, ref, name)]
+    if candidate.report.metrics.get("loss") is None:
         notes.append("the candidate has no held-out loss")
     if notes:
-        return Verdict(verdict="compare_only", notes=notes)
-    checks = [c for name, ref in refs if ref is not None for c in checks_against(candidate, ref, name, th)]
-    return Verdict(verdict="pass" if all(c.ok for c in checks) else "fail", checks=checks)
+        return Verdict(verdict="inconclusive", notes=notes)
+    checks = []
+    for name, ref in refs:
+        mine = [c for m in th.gated if (c := measure(m, candidate, ref, name, th)) is not None]
+        notes += enough(mine, name, th)
+        if not any(c.status == "improved" and c.metric in th.primary for c in mine):
+            notes.append(f"no primary metric ({', '.join(th.primary)}) improved significantly by its minimum vs the "
+                         f"{name} model")
+        checks += mine
+    if not all(c.ok for c in checks):
+        return Verdict(verdict="fail", checks=checks, notes=notes)
+    return Verdict(verdict="inconclusive" if notes else "pass", checks=checks, notes=notes)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 from app.core.base import paths
 from app.core.base.files import atomic_write
@@ -13,6 +14,7 @@ from app.core.base.schema import EvalRow, Promotion, VerdictRow
 from app.core.base.store import Store
 from app.core.judge import gate as G
 from app.core.judge.evaluate import Sink, choose_set, evaluate
+from app.core.judge.evidence import Evidence
 from app.core.judge.records import JudgeError, Target, deployed, resolve, thresholds
 from app.core.judge.report import EvalReport, EvalSettings, composite
 
@@ -62,7 +64,8 @@ def compare(store: Store, refs: list[str], dataset: str | None = None, file: str
 def judge(store: Store, ref: str, dataset: str | None = None, file: str | None = None,
           settings: EvalSettings | None = None, sink: Sink | None = None,
           cancel: threading.Event | None = None) -> Judgement:
-    """Evaluate the candidate, the base and the deployed model on one held-out set; record the gate's verdict."""
+    """Evaluate the candidate, the base and the deployed model on one held-out set; record the gate's verdict (paired
+example by example: each evaluation's per-example files beside its report)."""
     target = resolve(store, ref)
     if target.is_base:
         raise JudgeError("the base model is not a candidate", fix="name a checkpoint; roll back to return to the base")
@@ -75,7 +78,9 @@ def judge(store: Store, ref: str, dataset: str | None = None, file: str | None =
     if dep is not None and dep.id != target.id:
         dep_row, reports["deployed"] = evaluate(store, dep, evset, settings, sink, cancel=cancel)
     th = thresholds(store)
-    verdict = G.judge(cand, base, reports.get("deployed"), th)
+    evidence = {name: Evidence.read(Path(row.report_path)) for name, row in
+                (("candidate", cand_row), ("base", base_row), ("deployed", dep_row)) if row is not None}
+    verdict = G.judge(evidence["candidate"], evidence["base"], evidence.get("deployed"), th)
     with store.session() as s:
         row = VerdictRow(checkpoint_id=target.id, eval_id=cand_row.id, base_eval_id=base_row.id,
                          deployed_eval_id=dep_row.id if dep_row else None, verdict=verdict.verdict,

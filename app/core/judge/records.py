@@ -8,11 +8,13 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from app.core.base import settings
 from app.core.base.errors import Explained
 from app.core.base.fingerprint import sha256_file
-from app.core.base.schema import CheckpointRow, EvalRow, Job, Promotion, Run, Setting, VerdictRow
+from app.core.base.schema import CheckpointRow, EvalRow, Job, Promotion, Run, VerdictRow
 from app.core.base.store import Store
 from app.core.judge.gate import SETTING, Thresholds
+from app.core.judge.report import FORMAT, LOSSES
 from app.core.train.spec import JobSpec
 
 
@@ -106,6 +108,15 @@ def all_checkpoints(store: Store) -> list[Target]:
 
 # --- evals and verdicts -------------------------------------------------------------------------------------------
 
+def _has_evidence(report: Path) -> bool:
+    """The report exists, is of the current format and has its per-example loss file beside it."""
+    try:
+        fmt = json.loads(report.read_text(encoding="utf-8")).get("format", 1)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return fmt >= FORMAT and report.with_name(LOSSES).is_file()
+
+
 def cached_eval(store: Store, target: Target, eval_set_sha256: str, settings_sha256: str) -> EvalRow | None:
     with store.session() as s:
         q = select(EvalRow).where(EvalRow.eval_set_sha256 == eval_set_sha256,
@@ -113,8 +124,8 @@ def cached_eval(store: Store, target: Target, eval_set_sha256: str, settings_sha
         q = q.where(EvalRow.checkpoint_id.is_(None)) if target.is_base else q.where(
             EvalRow.checkpoint_id == target.id)
         row = s.scalar(q.order_by(EvalRow.id.desc()))
-    if row is not None and not Path(row.report_path).is_file():
-        return None
+    if row is not None and not _has_evidence(Path(row.report_path)):
+        return None  # gone, or from before the per-example files the gate pairs: evaluate again
     if row is not None and not target.is_base and row.adapter_sha256 != target.adapter_sha256():
         return None  # the checkpoint changed on disk since
     return row
@@ -141,14 +152,13 @@ def passing_verdict(store: Store, checkpoint_id: int) -> VerdictRow | None:
 
 
 def thresholds(store: Store) -> Thresholds:
-    with store.session() as s:
-        row = s.get(Setting, SETTING)
-    return Thresholds.model_validate_json(row.value) if row else Thresholds()
+    """The gate's stored settings (older stored versions migrate on reading: `Thresholds._migrate`)."""
+    stored = settings.get(store, SETTING)
+    return Thresholds.model_validate(stored) if stored is not None else Thresholds()
 
 
 def set_thresholds(store: Store, value: Thresholds) -> None:
-    with store.session() as s:
-        s.merge(Setting(key=SETTING, value=value.model_dump_json()))
+    settings.put(store, SETTING, value.model_dump())
 
 
 # --- deployed -----------------------------------------------------------------------------------------------------

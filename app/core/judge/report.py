@@ -1,18 +1,30 @@
 """An evaluation's report: the metrics of one model (the base, or base + a checkpoint's adapter) on one held-out set,
 how its next actions fared, and a fixed set of sample generations for side-by-side viewing. Also the composite score
-that ranks checkpoints."""
+that ranks checkpoints, and the per-example evidence files every evaluator (transformers or llama.cpp) writes beside
+report.json for the gate's paired statistics:
+
+- `losses.jsonl`, one row per loss example with assistant tokens: {"key": example_key(messages), "nll": summed NLL of
+  its assistant tokens, "tokens": their number}; the rows sum to the report's loss (sum nll / sum tokens).
+- `generations.jsonl`, one row per held-out next action: {"key": the context's key, "session_id", "turn", "prompt",
+  "teacher", "student", "outcome", "why", "reward", "attempted": tool-call blocks the answer wrote, "valid": those that
+  parse and match their tool}; agreement = outcome "agree", validity = sum valid / sum attempted."""
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from pydantic import BaseModel, Field
 
 from app.core.base.files import atomic_write
 
 REPORT = "report.json"
+LOSSES = "losses.jsonl"
+GENERATIONS = "generations.jsonl"
+FORMAT = 2  # 2: losses.jsonl and per-context attempted/valid exist (the gate pairs them); older reports are re-run
 # metric -> (words, better direction); the gate and the comparison table read this
 METRICS: dict[str, tuple[str, str]] = {
     "loss": ("held-out loss", "lower"),
@@ -48,7 +60,7 @@ class EvalSettings(BaseModel):
 
 
 class EvalReport(BaseModel):
-    format: int = 1
+    format: int = FORMAT  # reports written before the per-example files say 1
     label: str  # "base" or the checkpoint's label
     base_model: str
     adapter: str | None = None
@@ -66,6 +78,11 @@ class EvalReport(BaseModel):
     settings: EvalSettings = Field(default_factory=EvalSettings)
     device: str = "cpu"
     elapsed_s: float = 0.0
+    runtime: str = "hf"  # "hf": transformers on the checkpoint; "gguf": llama.cpp on the exported file
+    quant: str | None = None  # the GGUF's quantization (runtime "gguf")
+    gguf_sha256: str | None = None
+    tokenization_matched: int | None = None  # loss examples llama.cpp tokenises exactly as the HF tokenizer does
+    prompts_matched: int | None = None  # next-action prompts the GGUF's template renders exactly as training
 
     def write(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -105,3 +122,35 @@ def composite(metrics: dict[str, float | None]) -> float:
     parts = {"loss": 1.0 / (1.0 + loss) if loss is not None else 0.0,
              **{k: metrics.get(k) or 0.0 for k in ("agreement", "validity", "reward")}}
     return round(sum(COMPOSITE[k] * v for k, v in parts.items()), 4)
+
+
+def example_key(messages: list[dict]) -> str:
+    """A loss example's stable key: the same messages give the same key in every evaluation and evaluator."""
+    return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:24]
+
+
+def loss_rows(examples: list[list[dict]], per_example: list[tuple[float, int]]) -> list[dict]:
+    """losses.jsonl's rows: (summed NLL, tokens) of each example, keyed (a repeated example gets `key~2`, `key~3`…);
+    examples without an assistant token are left out (they add nothing to the loss)."""
+    seen: Counter = Counter()
+    rows = []
+    for messages, (nll, tokens) in zip(examples, per_example):
+        key = example_key(messages)
+        seen[key] += 1
+        if tokens:
+            rows.append({"key": key if seen[key] == 1 else f"{key}~{seen[key]}", "nll": nll, "tokens": tokens})
+    return rows
+
+
+def write_rows(path: Path, rows: Iterable[dict]) -> Path:
+    """A JSONL evidence file (losses.jsonl, generations.jsonl), written atomically."""
+    return atomic_write(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of an evidence file; [] when it does not exist."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]

@@ -27,7 +27,7 @@ class Policy(BaseModel):
     min_sessions: int = Field(50, ge=0)  # new usable sessions since the last cycle
     window: str = "02:00-06:00"  # local time a cycle may start in ("HH:MM-HH:MM", may wrap midnight) or "any"
     cooldown_min: float = Field(60.0, ge=0)  # minutes between the end of a cycle and the start of the next
-    deploy: Literal["auto", "ask", "never"] = "ask"  # ask until the gate is statistically sound
+    deploy: Literal["auto", "ask", "never"] = "auto"  # the gate weighs evidence: only a significant gain passes
     refine_every: int = Field(2, ge=0)  # every k-th cycle refines after SFT (0: never)
     refine: Literal["preference", "rl"] = "preference"
     on_battery: bool = False  # start a cycle on battery power
@@ -37,7 +37,7 @@ class Policy(BaseModel):
     max_steps: int = Field(0, ge=0)  # training steps per cycle (0: the recipe's plan)
     max_length: int = Field(2048, ge=64)  # tokens per training window of the cycle's dataset
     near_duplicate: float = Field(0.85, ge=0.0, le=1.0)  # MinHash similarity at which sessions count as one (0: off)
-    test_share: float = Field(0.1, ge=0.0, lt=0.5)  # share of new sessions the first build holds out for judging
+    test_share: float = Field(0.1, ge=0.0, lt=0.5)  # share of new sessions each build holds out for judging, for ever
     quant: str = "q4_k_m"
     port: int = Field(8765, ge=0, le=65535)  # where the deployed student is served (0: any free port)
     base_model: str = "default"

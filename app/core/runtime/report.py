@@ -1,5 +1,6 @@
 """A cycle's report card: what it learned from, how long each stage took, the held-out metrics of base / previous /
-candidate with deltas, the gate's verdict in words, what was deployed, and examples it gained or lost."""
+candidate with deltas, the gate's verdict in words with each check's interval and counts, what was deployed, and
+examples it gained or lost."""
 from __future__ import annotations
 
 from app.core.base.schema import EvalRow
@@ -49,6 +50,14 @@ def _deltas(metrics: dict) -> dict:
     return out
 
 
+def _check(check: dict) -> dict:
+    """One of the gate's paired comparisons as the card shows it: against which model, the change with its interval
+    and counts, what the rules made of it, and its words."""
+    keys = ("metric", "against", "before", "after", "delta", "relative", "low", "high", "confidence", "n", "unit",
+            "gained", "lost", "p_value", "status", "ok", "text")
+    return {k: check.get(k) for k in keys}
+
+
 def _summary(cycle: Cycle, deltas: dict, verdict: str) -> str:
     agreement = deltas.get("agreement", {})
     loss = deltas.get("loss", {})
@@ -59,6 +68,18 @@ def _summary(cycle: Cycle, deltas: dict, verdict: str) -> str:
     if verdict:
         parts.append(f"gate: {verdict}")
     return ", ".join(parts)
+
+
+def _gguf(check: dict | None) -> dict | None:
+    """The exported file judged through llama.cpp: metric -> {hf, gguf, delta}, the evaluators' outcome agreement,
+    and the flag with its reasons (or the error that kept it from being judged)."""
+    if not check:
+        return None
+    if check.get("error"):
+        return {"error": check["error"]}
+    keep = ("quant", "file", "metrics", "outcome_agreement", "contexts_compared", "same_text", "loss_rel", "flag",
+            "reasons", "tokenization_matched", "prompts_matched", "examples", "contexts", "elapsed_s")
+    return {k: check.get(k) for k in keep}
 
 
 def report_card(store: Store, cycle: Cycle) -> dict:
@@ -74,7 +95,9 @@ def report_card(store: Store, cycle: Cycle) -> dict:
         "checkpoint": judged.get("checkpoint") or trained.get("checkpoint"),
         "times": {stage: t.get("seconds") for stage, t in cycle.times.items()},
         "metrics": deltas, "verdict": judged.get("verdict"), "reasons": judged.get("reasons", []),
+        "checks": [_check(c) for c in judged.get("checks") or []], "notes": judged.get("notes", []),
         "deployed": deployed.get("deployed"), "deployed_sha256": deployed.get("sha256"),
         "export": (cycle.outputs.get("exporting") or {}).get("export"),
+        "gguf": _gguf((cycle.outputs.get("exporting") or {}).get("gguf")),
         "gained": gained, "lost": lost, "summary": _summary(cycle, deltas, judged.get("verdict") or ""),
     }

@@ -198,9 +198,12 @@ def judging(ctx: Ctx, cycle: Cycle) -> Outcome:
            "reasons": judged.verdict.reasons, "evals": {"candidate": judged.row.eval_id,
                                                        "base": judged.row.base_eval_id,
                                                        "deployed": judged.row.deployed_eval_id},
-           "metrics": {name: r.metrics for name, r in judged.reports.items()}}
-    if judged.verdict.verdict != "pass":
-        return Outcome("refused", out, reason="the gate refused the candidate: " + "; ".join(judged.verdict.reasons))
+           "metrics": {name: r.metrics for name, r in judged.reports.items()},
+           "checks": [c.model_dump() for c in judged.verdict.checks], "notes": judged.verdict.notes}
+    if judged.verdict.verdict != "pass":  # fail, or inconclusive: not enough evidence that it is better
+        why = "fail" if judged.verdict.verdict == "fail" else "inconclusive: no evidence that it is better"
+        return Outcome("refused", out, reason=f"the gate refused the candidate ({why}): "
+                                              + "; ".join(judged.verdict.reasons))
     return Outcome("done", out)
 
 
@@ -216,8 +219,28 @@ def exporting(ctx: Ctx, cycle: Cycle) -> Outcome:
     ref = cycle.outputs["judging"]["checkpoint"]
     exp = export(ctx.store, f"#{ref}", [ctx.policy.quant], sink=ctx.sink(cycle, "exporting"), cancel=ctx.stop)
     entry = verified(exp, ctx.policy.quant)  # a file that failed its smoke test (e.g. it rambles) ends the cycle here
+    gguf = _served_check(ctx, cycle, ref, exp.path(ctx.policy.quant))
+    if ctx.stop.is_set():
+        return Outcome("wait", reason="stopped while judging the exported file: the export is reused, the file judged "
+                                      "again")
     return Outcome("done", {"export": exp.row.id, "file": entry["file"], "sha256": entry["sha256"],
-                            "quant": ctx.policy.quant})
+                            "quant": ctx.policy.quant, "gguf": gguf})
+
+
+def _served_check(ctx: Ctx, cycle: Cycle, ref: int, path: Path) -> dict:
+    """The exported file judged through llama.cpp on the current held-out set with the judging stage's settings,
+    beside the checkpoint's own figures, and flagged when it loses too much (a failure is recorded, not fatal)."""
+    from app.core.judge.evaluate import choose_set
+    from app.core.judge.gguf import served_vs_trained, settings_of
+    from app.core.judge.records import JudgeError, resolve
+
+    try:
+        target = resolve(ctx.store, f"#{ref}")
+        settings = settings_of(ctx.store, (cycle.outputs["judging"].get("evals") or {}).get("candidate"))
+        return served_vs_trained(ctx.store, target, path, choose_set(ctx.store, target), ctx.policy.quant, settings,
+                                 sink=ctx.sink(cycle, "exporting"), cancel=ctx.stop)
+    except JudgeError as exc:
+        return {"error": str(exc)}
 
 
 def deploying(ctx: Ctx, cycle: Cycle) -> Outcome:

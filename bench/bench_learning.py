@@ -1,0 +1,157 @@
+"""Does the student learn, cycle after cycle? A corpus (generated agent sessions plus the public Claude Code
+transcripts of the shared fixtures) arrives in batches; the runtime runs its cycles by itself (trigger: new
+sessions); per cycle the held-out loss, next-action agreement and tool-call validity of base / previous / candidate
+with the gate's intervals and counts, the verdict, and the wall time. Goal: every promoted cycle significantly better
+than the one before, and next-action agreement at least 20 points above the base after three cycles.
+
+    .venv/bin/python -m bench.bench_learning [--model default|tiny] [--cycles 3] [--sessions 24] [--steps 40]
+
+The public fixtures are read from ../shared/fixtures/real-world (copied into a temporary agent folder at run time,
+never into the project); without them the corpus is generated sessions only."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real-world"
+ENDED = ("cycle.done", "cycle.refused", "cycle.failed")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="default", help="default (the embedded SmolLM2) or tiny")
+    parser.add_argument("--cycles", type=int, default=3)
+    parser.add_argument("--sessions", type=int, default=24, help="new generated sessions per cycle")
+    parser.add_argument("--steps", type=int, default=40, help="optimizer steps per cycle (a cap)")
+    parser.add_argument("--no-fixtures", action="store_true", help="generated sessions only")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["NIGHTSCHOOL_HOME"] = str(Path(tmp) / "home")
+        run(args, Path(tmp))
+
+
+def _model(args, tmp: Path) -> tuple[str, dict]:
+    if args.model == "tiny":
+        from tests.tiny_model import build_shippable
+
+        path = build_shippable(tmp / "shippable" / "model")
+        return str(path), {"learning_rate": 0.001, "batch_size": 4, "grad_accum": 1, "max_length": 512,
+                           "epochs": 100}
+    return args.model, {"learning_rate": 5e-4, "batch_size": 4, "grad_accum": 1, "max_length": 1024, "epochs": 100,
+                        "lora_r": 16, "lora_alpha": 32}
+
+
+def _public_claude_files() -> list[Path]:
+    """Claude Code session files among the fixtures (the capture decides what it can use of them)."""
+    if not FIXTURES.is_dir():
+        return []
+    out = []
+    for path in sorted(FIXTURES.rglob("*.jsonl")):
+        try:
+            head = path.read_text(encoding="utf-8", errors="replace")[:4000]
+        except OSError:
+            continue
+        if '"sessionId"' in head and "codex" not in path.parts and "gemini" not in path.name:
+            out.append(path)
+    return out
+
+
+def _write_batch(root: Path, first: int, count: int, fixtures: list[Path]) -> None:
+    from tests.datasets.helpers import write_session
+
+    for i in range(first, first + count):
+        write_session(root, i, error_first=(i % 5 == 0))
+    for n, path in enumerate(fixtures):
+        shutil.copy(path, root / f"fixture-{n:02d}-{path.name}")
+
+
+def _fmt(value) -> str:
+    return "   n/a" if value is None else f"{value:6.3f}"
+
+
+def _row(cycle, card: dict, wall: float) -> dict:
+    metrics = card.get("metrics") or {}
+    pick = {m: metrics.get(m, {}) for m in ("loss", "agreement", "validity")}
+    return {"cycle": cycle.id, "state": cycle.state, "verdict": card.get("verdict"), "wall_s": round(wall, 1),
+            "metrics": pick, "checks": card.get("checks") or card.get("reasons") or [],
+            "deployed": card.get("deployed"), "examples": card.get("examples"), "reason": cycle.reason}
+
+
+def _print(row: dict) -> None:
+    print(f"\n== cycle {row['cycle']}: {row['state']} (gate: {row['verdict']}) in {row['wall_s']:.0f} s; "
+          f"{row['examples']} examples; {row['reason'] or ''}")
+    print(f"   {'metric':10} {'base':>7} {'previous':>8} {'candidate':>9}")
+    for name, m in row["metrics"].items():
+        print(f"   {name:10} {_fmt(m.get('base'))} {_fmt(m.get('previous')):>8} {_fmt(m.get('candidate')):>9}")
+    for check in row["checks"]:
+        print("   -", check.get("text") if isinstance(check, dict) else check)
+
+
+def run(args, tmp: Path) -> None:
+    from app.core.base import paths
+    from app.core.runtime import cycles
+    from app.core.runtime.report import report_card
+    from app.core.runtime.school import School
+    from app.core.runtime.supervisor import Runtime
+    from app.core.ship import serving
+
+    started_all = time.monotonic()
+    model, hyper = _model(args, tmp)
+    root = tmp / "agent" / "-home-me-proj"
+    root.mkdir(parents=True)
+    paths.data_dir().mkdir(parents=True, exist_ok=True)
+    (paths.data_dir() / "capture.json").write_text(json.dumps({"roots": {"claude-code": [str(root.parent)]}}))
+    fixtures = [] if args.no_fixtures else _public_claude_files()
+    school = School()
+    for key, value in {"min_sessions": args.sessions, "window": "any", "cooldown_min": 0, "deploy": "auto",
+                       "refine_every": 0, "max_load": 1000, "base_model": model, "max_steps": args.steps,
+                       "near_duplicate": 0.0, "test_share": 0.25, "hyper": hyper, "max_length": hyper["max_length"],
+                       "port": 0}.items():
+        school.set_policy(key, value)
+    load = os.getloadavg()
+    runtime = Runtime(role="bench", cycle_s=1.0).start()
+    ended = threading.Event()
+    runtime.bus.subscribe(lambda e: ended.set() if e["type"] in ENDED else None)
+    rows = []
+    try:
+        for n in range(args.cycles):
+            ended.clear()
+            started = time.monotonic()
+            _write_batch(root, n * args.sessions, args.sessions, fixtures if n == 0 else [])
+            if not ended.wait(7200):
+                print(f"cycle {n + 1} did not end within 2 h")
+                break
+            cycle = cycles.history(school.store, 1)[0]
+            rows.append(_row(cycle, report_card(school.store, cycle), time.monotonic() - started))
+            _print(rows[-1])
+    finally:
+        runtime.stop()
+        serving.stop()
+    _verdict(rows, load, model, fixtures, time.monotonic() - started_all)
+
+
+def _verdict(rows: list[dict], load, model: str, fixtures: list[Path], wall: float) -> None:
+    print(f"\nmodel {model}; {len(fixtures)} public transcript files; load before {load[0]:.2f} {load[1]:.2f} "
+          f"{load[2]:.2f}, after {os.getloadavg()[0]:.2f} (2 cores); total {wall / 60:.1f} min")
+    if not rows:
+        return
+    last = rows[-1]["metrics"].get("agreement", {})
+    base, cand = last.get("base"), last.get("candidate")
+    if base is not None and cand is not None:
+        gain = (cand - base) * 100
+        print(f"next-action agreement after {len(rows)} cycles: base {base:.3f} → last candidate {cand:.3f} "
+              f"({gain:+.1f} points; goal ≥ +20: {'met' if gain >= 20 else 'NOT met'})")
+    promoted = [r for r in rows if r["verdict"] == "pass"]
+    print(f"promoted {len(promoted)} of {len(rows)} cycles: "
+          + ", ".join(f"#{r['cycle']} {r['verdict']}" for r in rows))
+    print(json.dumps(rows, indent=1, default=str)[:20000])
+
+
+if __name__ == "__main__":
+    main()
