@@ -4,7 +4,7 @@ sessions); per cycle the held-out loss, next-action agreement and tool-call vali
 with the gate's intervals and counts, the verdict, and the wall time. Goal: every promoted cycle significantly better
 than the one before, and next-action agreement at least 20 points above the base after three cycles.
 
-    .venv/bin/python -m bench.bench_learning [--model default|tiny] [--cycles 3] [--sessions 24] [--steps 40]
+    .venv/bin/python -m bench.bench_learning [--model default|tiny] [--cycles 3] [--sessions 60] [--steps 40] [--test-share 0.35]
 
 The public fixtures are read from ../shared/fixtures/real-world (copied into a temporary agent folder at run time,
 never into the project); without them the corpus is generated sessions only."""
@@ -27,8 +27,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="default", help="default (the embedded SmolLM2) or tiny")
     parser.add_argument("--cycles", type=int, default=3)
-    parser.add_argument("--sessions", type=int, default=24, help="new generated sessions per cycle")
+    parser.add_argument("--sessions", type=int, default=60, help="new generated sessions per cycle")
     parser.add_argument("--steps", type=int, default=40, help="optimizer steps per cycle (a cap)")
+    parser.add_argument("--test-share", type=float, default=0.35, help="share of new sessions held out (the gate "
+                        "needs 20 loss examples and 20 next actions before it says anything but inconclusive)")
     parser.add_argument("--no-fixtures", action="store_true", help="generated sessions only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -111,7 +113,7 @@ def run(args, tmp: Path) -> None:
     school = School()
     for key, value in {"min_sessions": args.sessions, "window": "any", "cooldown_min": 0, "deploy": "auto",
                        "refine_every": 0, "max_load": 1000, "base_model": model, "max_steps": args.steps,
-                       "near_duplicate": 0.0, "test_share": 0.25, "hyper": hyper, "max_length": hyper["max_length"],
+                       "near_duplicate": 0.0, "test_share": args.test_share, "hyper": hyper, "max_length": hyper["max_length"],
                        "port": 0}.items():
         school.set_policy(key, value)
     load = os.getloadavg()

@@ -84,10 +84,40 @@ def generate(student, contexts, max_new_tokens: int, progress) -> list[tuple[str
     return out
 
 
-def run(spec: dict, out: Emitter) -> int:
-    config = EvalConfig.model_validate(spec["config"])
+def judged_rows(found, texts: list[tuple[str, bool]], schemas: dict, settings) -> tuple[list, list, list, list]:
+    """(judged, rewards, generations rows, samples) of the next actions: one way for both evaluators."""
+    judged, rewards, rows, samples = [], [], [], []
+    keep = evalset.sample_keys(found, settings)
+    for ctx, (text, finished) in zip(found, texts):
+        reward_ctx = RewardContext.from_messages(ctx.messages, ctx.teacher)
+        j = nextaction.judge(ctx.teacher, text, reward_ctx.tools, schemas, finished)
+        judged.append(j)
+        rewards.append(score(text, reward_ctx).total)
+        row = {"key": ctx.key, "session_id": ctx.session_id, "turn": ctx.turn,
+               "prompt": evalset.prompt_tail(ctx.messages), "teacher": as_text(ctx.teacher)["content"],
+               "student": text, "outcome": j.outcome}
+        rows.append({**row, "why": j.why, "reward": rewards[-1], "attempted": j.attempted, "valid": j.valid})
+        if ctx.key in keep:
+            samples.append(Sample(**row))
+    return judged, rewards, rows, samples
+
+
+def write_outputs(spec: dict, out: Emitter, report: EvalReport, losses: list[dict], rows: list[dict]) -> int:
+    """report.json, losses.jsonl and generations.jsonl in the spec's folder, then the `evaluated` envelope."""
+    folder = Path(spec["out"])
+    folder.mkdir(parents=True, exist_ok=True)
+    write_rows(folder / LOSSES, losses)
+    write_rows(folder / GENERATIONS, rows)
+    path = report.write(folder)
+    out.emit(P.Evaluated(label=report.label, path=str(folder), report_sha256=sha256_file(path),
+                         metrics=report.metrics, contexts=report.contexts))
+    return 0
+
+
+def held_out_cases(config, out: Emitter) -> tuple[list, list, dict] | None:
+    """(next-action contexts, loss examples, tool schemas) of the config's held-out set; None (and an error
+    envelope) when it has nothing to evaluate on. Both evaluators see the same cases."""
     settings = config.settings
-    started = time.monotonic()
     records = list(evalset.read_records(Path(config.eval_file)))
     found = evalset.contexts(records, settings)
     examples = evalset.loss_examples(records, settings)
@@ -95,43 +125,42 @@ def run(spec: dict, out: Emitter) -> int:
         out.emit(P.Error(message=f"the held-out set {config.eval_set} has nothing to evaluate on",
                          why="no example has an assistant message after a user message",
                          fix="build a dataset with a test split (nightschool dataset build) or pass another file"))
-        return 1
+        return None
     schemas = evalset.tool_schemas([Path(f) for f in [*config.schema_files, config.eval_file]])
     out.emit(P.Log(message=f"{len(examples)} examples for the loss, {len(found)} next actions from "
                            f"{config.eval_set}; {len(schemas)} tool schema(s) inferred"))
+    return found, examples, schemas
+
+
+def run(spec: dict, out: Emitter) -> int:
+    config = EvalConfig.model_validate(spec["config"])
+    started = time.monotonic()
+    cases = held_out_cases(config, out)
+    if cases is None:
+        return 1
+    found, examples, _ = cases
     student = load_student(config, spec["models_dir"], out)
-    losses = loss_rows(examples, teacher_forced(student, examples, out.progress))
+    per_example = teacher_forced(student, examples, out.progress)
+    texts = generate(student, found, config.settings.max_new_tokens, out.progress)
+    return finish(spec, out, config, cases, per_example, texts, started, student.device)
+
+
+def finish(spec: dict, out: Emitter, config, cases: tuple[list, list, dict], per_example: list[tuple[float, int]],
+           texts: list[tuple[str, bool]], started: float, device: str, **extra) -> int:
+    """Judge the generated next actions, assemble the report (`extra`: the GGUF evaluator's fields) and write it
+    with its per-example files: one way for both evaluators."""
+    found, examples, schemas = cases
+    losses = loss_rows(examples, per_example)
     nll, tokens = sum(r["nll"] for r in losses), sum(r["tokens"] for r in losses)
-    texts = generate(student, found, settings.max_new_tokens, out.progress)
-    judged, rewards, rows = [], [], []
-    keep = evalset.sample_keys(found, settings)
-    samples = []
-    for ctx, (text, finished) in zip(found, texts):
-        reward_ctx = RewardContext.from_messages(ctx.messages, ctx.teacher)
-        j = nextaction.judge(ctx.teacher, text, reward_ctx.tools, schemas, finished)
-        judged.append(j)
-        rewards.append(score(text, reward_ctx).total)
-        row = {"key": ctx.key, "session_id": ctx.session_id, "turn": ctx.turn,
-               "prompt": evalset.prompt_tail(ctx.messages), "teacher": as_text(ctx.teacher)["content"], "student": text,
-               "outcome": j.outcome}
-        rows.append({**row, "why": j.why, "reward": rewards[-1], "attempted": j.attempted, "valid": j.valid})
-        if ctx.key in keep:
-            samples.append(Sample(**row))
+    judged, rewards, rows, samples = judged_rows(found, texts, schemas, config.settings)
     metrics, outcomes, attempted, valid = metrics_from(nll, tokens, judged, rewards)
     report = EvalReport(label=config.label, base_model=config.base_model, adapter=config.adapter,
                         adapter_sha256=config.adapter_sha256, eval_set=config.eval_set,
                         eval_set_sha256=config.eval_set_sha256, examples=len(examples), contexts=len(found),
                         metrics=metrics, outcomes=outcomes, tokens=tokens, calls_attempted=attempted,
-                        calls_valid=valid, samples=samples, settings=settings, device=student.device,
-                        elapsed_s=round(time.monotonic() - started, 2))
-    folder = Path(spec["out"])
-    folder.mkdir(parents=True, exist_ok=True)
-    write_rows(folder / LOSSES, losses)
-    write_rows(folder / GENERATIONS, rows)
-    path = report.write(folder)
-    out.emit(P.Evaluated(label=config.label, path=str(folder), report_sha256=sha256_file(path), metrics=metrics,
-                         contexts=len(found)))
-    return 0
+                        calls_valid=valid, samples=samples, settings=config.settings, device=device,
+                        elapsed_s=round(time.monotonic() - started, 2), **extra)
+    return write_outputs(spec, out, report, losses, rows)
 
 
 def main(argv: list[str] | None = None) -> int:

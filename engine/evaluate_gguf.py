@@ -11,14 +11,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from app.core.base import protocol as P
-from app.core.base.fingerprint import sha256_file
-from app.core.judge import evalset, nextaction
 from app.core.judge.gguf import GgufEvalConfig
-from app.core.judge.report import GENERATIONS, LOSSES, EvalReport, Sample, loss_rows, metrics_from, write_rows
-from app.core.judge.reward_context import RewardContext
-from app.core.judge.rewards import score
-from app.core.toolcalls.convention import as_text
-from engine.evaluate import encoded
+from engine.evaluate import encoded, finish, held_out_cases
 from engine.mine_pairs import STOP_TOKENS
 from engine.worker import Emitter, worker_main
 
@@ -119,24 +113,6 @@ def losses_of(served: Served, rendered: list[dict], progress) -> tuple[list[tupl
     return out, matched
 
 
-def judged_rows(found, texts: list[tuple[str, bool]], schemas: dict, settings) -> tuple[list, list, list, list]:
-    """(judged, rewards, generations rows, samples) of the next actions, exactly as engine.evaluate judges them."""
-    judged, rewards, rows, samples = [], [], [], []
-    keep = evalset.sample_keys(found, settings)
-    for ctx, (text, finished) in zip(found, texts):
-        reward_ctx = RewardContext.from_messages(ctx.messages, ctx.teacher)
-        j = nextaction.judge(ctx.teacher, text, reward_ctx.tools, schemas, finished)
-        judged.append(j)
-        rewards.append(score(text, reward_ctx).total)
-        row = {"key": ctx.key, "session_id": ctx.session_id, "turn": ctx.turn,
-               "prompt": evalset.prompt_tail(ctx.messages), "teacher": as_text(ctx.teacher)["content"],
-               "student": text, "outcome": j.outcome}
-        rows.append({**row, "why": j.why, "reward": rewards[-1], "attempted": j.attempted, "valid": j.valid})
-        if ctx.key in keep:
-            samples.append(Sample(**row))
-    return judged, rewards, rows, samples
-
-
 def rendered_examples(renderer, examples: list[list[dict]]) -> list[dict]:
     """The training renderer's text, ids (whole and as the loss sees them) and assistant mask of each example."""
     shim = SimpleNamespace(renderer=renderer)
@@ -175,16 +151,11 @@ def run(spec: dict, out: Emitter) -> int:
     config = GgufEvalConfig.model_validate(spec["config"])
     settings = config.settings
     started = time.monotonic()
-    records = list(evalset.read_records(Path(config.eval_file)))
-    found = evalset.contexts(records, settings)
-    examples = evalset.loss_examples(records, settings)
-    if not found:
-        out.emit(P.Error(message=f"the held-out set {config.eval_set} has nothing to evaluate on",
-                         why="no example has an assistant message after a user message",
-                         fix="build a dataset with a test split (nightschool dataset build) or pass another file"))
+    cases = held_out_cases(config, out)
+    if cases is None:
         return 1
+    found, examples, _ = cases
     smoke.check_file(Path(config.gguf))  # not a GGUF: refused before the tokenizer loads
-    schemas = evalset.tool_schemas([Path(f) for f in [*config.schema_files, config.eval_file]])
     renderer = render.load(config.base_model, spec["models_dir"])
     rendered = rendered_examples(renderer, examples)
     served = Served(Path(config.gguf), config.n_threads)
@@ -192,26 +163,9 @@ def run(spec: dict, out: Emitter) -> int:
         got = measure(served, renderer, found, rendered, settings, out)
     finally:
         served.close()
-    losses = loss_rows(examples, got["per_example"])
-    nll, tokens = sum(r["nll"] for r in losses), sum(r["tokens"] for r in losses)
-    judged, rewards, rows, samples = judged_rows(found, got["texts"], schemas, settings)
-    metrics, outcomes, attempted, valid = metrics_from(nll, tokens, judged, rewards)
-    report = EvalReport(label=config.label, base_model=config.base_model, adapter=config.adapter,
-                        adapter_sha256=config.adapter_sha256, eval_set=config.eval_set,
-                        eval_set_sha256=config.eval_set_sha256, examples=len(examples), contexts=len(found),
-                        metrics=metrics, outcomes=outcomes, tokens=tokens, calls_attempted=attempted,
-                        calls_valid=valid, samples=samples, settings=settings, device="cpu (llama.cpp)",
-                        elapsed_s=round(time.monotonic() - started, 2), runtime="gguf", quant=served.quant,
-                        gguf_sha256=config.gguf_sha256, tokenization_matched=got["tokenization_matched"],
-                        prompts_matched=got["prompts_matched"])
-    folder = Path(spec["out"])
-    folder.mkdir(parents=True, exist_ok=True)
-    write_rows(folder / LOSSES, losses)
-    write_rows(folder / GENERATIONS, rows)
-    path = report.write(folder)
-    out.emit(P.Evaluated(label=config.label, path=str(folder), report_sha256=sha256_file(path), metrics=metrics,
-                         contexts=len(found)))
-    return 0
+    return finish(spec, out, config, cases, got["per_example"], got["texts"], started, "cpu (llama.cpp)",
+                  runtime="gguf", quant=served.quant, gguf_sha256=config.gguf_sha256,
+                  tokenization_matched=got["tokenization_matched"], prompts_matched=got["prompts_matched"])
 
 
 def main(argv: list[str] | None = None) -> int:
