@@ -11,6 +11,8 @@ import threading
 
 import pytest
 
+from app.core.judge.gate import Thresholds
+from app.core.judge.records import set_thresholds
 from app.core.runtime import cycles, lock
 from app.core.runtime.channel import watch
 from app.core.runtime.school import School
@@ -18,6 +20,9 @@ from tests.datasets.helpers import write_session
 from tests.runtime.daemon_helpers import cli_json, log_tail, start_daemon, wait_for
 
 pytestmark = pytest.mark.slow
+# 20 sessions hold out about 6-12 for judging: fewer loss examples than the gate's default minimum of 20, so the
+# verdict rests on at least 5 here (the statistical rules themselves are the default ones)
+SMALL_EVIDENCE = Thresholds(min_examples=5, min_contexts=10)
 CYCLE_S = 900  # one cycle on the tiny model: build, 30 steps, three evaluations, export, deploy (2 cores, busy CI)
 HYPER = {"learning_rate": 0.001, "batch_size": 4, "grad_accum": 1, "lora_r": 8, "lora_alpha": 16, "warmup": 0.0,
          "save_steps": 10, "logging_steps": 1, "max_length": 512, "epochs": 100}
@@ -70,16 +75,11 @@ def collect(channel: dict) -> list[dict]:
 
 
 def test_cycles_with_no_command_refusal_and_the_served_model_parked(ns_home, tmp_path, shippable):
-    from app.core.judge.gate import Thresholds
-    from app.core.judge.records import set_thresholds
     from app.core.ship import serving
 
     root = tmp_path / "agent" / "-home-me-proj"
     school = school_for(ns_home, root.parent, shippable)
-    # 20 sessions hold out about 6-12 for judging: fewer loss examples than the gate's default minimum of 20, so the
-    # verdict rests on at least 5 here (the statistical rules themselves are the default ones)
-    small = Thresholds(min_examples=5, min_contexts=10)
-    set_thresholds(school.store, small)
+    set_thresholds(school.store, SMALL_EVIDENCE)
     daemon = start_daemon(ns_home)
     try:
         events = collect(lock.holder())
@@ -107,7 +107,7 @@ def test_cycles_with_no_command_refusal_and_the_served_model_parked(ns_home, tmp
 
         # 2. A candidate the gate refuses: the deployed model keeps serving, the reasons are recorded and the
         #    notification event goes out. The served model is parked for training and comes back.
-        set_thresholds(school.store, small.model_copy(update={"min_gain": {"loss": 0.99, "agreement": 0.99}}))
+        set_thresholds(school.store, SMALL_EVIDENCE.model_copy(update={"min_gain": {"loss": 0.99, "agreement": 0.99}}))
         write_sessions(root, 100, 20)
         second = wait_for(lambda: ended(school.store, 2), CYCLE_S, "cycle 2 to end",
                           alive=lambda: daemon.poll() is None)
@@ -139,6 +139,7 @@ def test_a_daemon_killed_during_training_resumes_the_stage_and_a_job_waits_for_m
     write_sessions(root, 0, 20)
     school = school_for(ns_home, root.parent, shippable, deploy="never", min_sessions=1000,
                         training_peak_mb=10**9, hyper={**HYPER, "save_steps": 5})  # killed after step 5 of 20
+    set_thresholds(school.store, SMALL_EVIDENCE)
     daemon = start_daemon(ns_home)
     try:
         cycle_id = school.now("test")["cycle"]
