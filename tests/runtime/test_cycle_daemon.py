@@ -138,8 +138,10 @@ def test_a_daemon_killed_during_training_resumes_the_stage_and_a_job_waits_for_m
     root = tmp_path / "agent" / "-home-me-proj"
     write_sessions(root, 0, 20)
     school = school_for(ns_home, root.parent, shippable, deploy="never", min_sessions=1000,
-                        training_peak_mb=10**9, hyper={**HYPER, "save_steps": 5})  # killed after step 5 of 20
-    set_thresholds(school.store, SMALL_EVIDENCE)
+                        training_peak_mb=10**9, hyper={**HYPER, "save_steps": 5},  # killed after step 5 of 20
+                        test_share=0.45)
+    # the gate is not what this test is about: a verdict on whatever the 20 sessions held out (as few as 2 examples)
+    set_thresholds(school.store, Thresholds(min_examples=2, min_contexts=5))
     daemon = start_daemon(ns_home)
     try:
         cycle_id = school.now("test")["cycle"]
