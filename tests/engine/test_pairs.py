@@ -97,11 +97,14 @@ def greedy(model_dir: Path, adapter_dir: Path | None, context: list[dict], max_n
     text = tok.apply_chat_template(normalise(context), tokenize=False, add_generation_prompt=True)
     ids = tok(text, add_special_tokens=False, return_tensors="pt")
     end = tok.convert_tokens_to_ids("<|im_end|>")
+    eos = model.generation_config.eos_token_id
+    stops = {end, tok.eos_token_id, *(eos if isinstance(eos, list) else [eos])} - {None}  # end of turn or of text
     with torch.inference_mode():
-        out = model.eval().generate(**ids, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=end,
+        out = model.eval().generate(**ids, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=sorted(stops),
                                     pad_token_id=end)
     new = out[0, ids["input_ids"].shape[1]:].tolist()
-    return tok.decode(new[: new.index(end)] if end in new else new, skip_special_tokens=True)
+    cut = next((i for i, t in enumerate(new) if t in stops), len(new))
+    return tok.decode(new[:cut], skip_special_tokens=True)
 
 
 PREFERENCE_FILE = [

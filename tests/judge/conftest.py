@@ -48,11 +48,11 @@ def smollm2_folder(tmp_path_factory):
     return materialise_embedded(tmp_path_factory.mktemp("smollm2"))
 
 
-def build_heldout(store, agent_dir, build_fn, sessions: int = 24):  # noqa: F811
+def build_heldout(store, agent_dir, build_fn, sessions: int = 24, test_share: float = 0.3):  # noqa: F811
     for i in range(sessions):
         write_session(agent_dir, i, error_first=(i % 5 == 0))
     ingest(store, agent_dir)
-    outcome, ds = build_fn(name="cycle-1", mode="full", max_length=512, val_share=0.0, test_share=0.3,
+    outcome, ds = build_fn(name="cycle-1", mode="full", max_length=512, val_share=0.0, test_share=test_share,
                            filters={"near_duplicate": 0.0})
     assert outcome.ok, outcome.message
     assert ds.test >= 3 and ds.train >= 10, (ds.train, ds.test)

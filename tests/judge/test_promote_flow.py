@@ -20,7 +20,9 @@ from tests.judge.conftest import build_heldout, builder_for
 
 pytestmark = pytest.mark.slow
 SETTINGS = EvalSettings(max_contexts=24, max_new_tokens=48)  # what the CLI flags below ask for: one cache
-SESSIONS = 100  # a held-out split of about 25 sessions: more than the gate's 20 loss examples
+# Stored session ids (so their stable-hash splits) depend on the files' paths: 40 % of 100 sessions holds out about 40
+# (sd 4.9), more than the gate's 20 loss examples in any run
+SESSIONS, TEST_SHARE = 100, 0.4
 
 
 def train(manager, file, model, **hyper):
@@ -31,7 +33,8 @@ def train(manager, file, model, **hyper):
 
 
 def test_promote_lineage_refuse_and_roll_back(store, manager, agent_dir, agent_model, capsys):
-    ds, model = build_heldout(store, agent_dir, builder_for(store, agent_model), sessions=SESSIONS), str(agent_model)
+    ds = build_heldout(store, agent_dir, builder_for(store, agent_model), sessions=SESSIONS, test_share=TEST_SHARE)
+    model = str(agent_model)
     # A cycle that learned nothing (a vanishing learning rate): no evidence it is better than the base, not promoted.
     idle = train(manager, Path(ds.path) / "train.jsonl", agent_model, learning_rate=1e-9, max_steps=10)
     unsure, none = J.promote(store, idle.id, settings=SETTINGS)
