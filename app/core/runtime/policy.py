@@ -6,10 +6,9 @@ import re
 from datetime import datetime, time, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from app.core.base import settings
-from app.core.base.errors import Explained
 from app.core.base.store import Store
 
 KEY = "school.policy"
@@ -17,7 +16,7 @@ PAUSED_KEY = "school.paused"
 _WINDOW = re.compile(r"^(\d{1,2}):(\d{2})-(\d{1,2}):(\d{2})$")
 
 
-class PolicyError(Explained, ValueError):
+class PolicyError(settings.SettingError):
     """A policy value that cannot be used; names the key and the accepted values."""
 
 
@@ -86,50 +85,27 @@ def next_window(policy: Policy, now: datetime) -> datetime | None:
     return at if at > now else at + timedelta(days=1)
 
 
+WORDS = {"window": "HH:MM-HH:MM (e.g. 02:00-06:00) or any",
+         "hyper": 'a JSON object of hyper-parameters, e.g. {"learning_rate": 2e-4, "max_length": 1024}'}
+
+
 def load(store: Store) -> Policy:
-    try:
-        return Policy.model_validate(settings.get(store, KEY, {}) or {})
-    except ValidationError:
-        return Policy()  # a hand-edited row that no longer validates: the defaults, until it is set again
+    return settings.load_model(store, KEY, Policy)
 
 
 def accepted(key: str) -> str:
     """The values a key accepts, in words."""
-    field = Policy.model_fields[key]
-    args = getattr(field.annotation, "__args__", None)
-    if args and all(isinstance(a, str) for a in args):
-        return " | ".join(args)
-    if key == "window":
-        return "HH:MM-HH:MM (e.g. 02:00-06:00) or any"
-    if key == "hyper":
-        return 'a JSON object of hyper-parameters, e.g. {"learning_rate": 2e-4, "max_length": 1024}'
-    kind = {int: "a whole number", float: "a number", bool: "true | false", str: "text"}.get(field.annotation, "text")
-    words = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
-    bounds = [f"{sign} {getattr(m, op)}" for m in field.metadata for op, sign in words.items()
-              if getattr(m, op, None) is not None]
-    return kind + (f" ({', '.join(bounds)})" if bounds else "")
+    return settings.accepted(Policy, key, WORDS)
 
 
 def set_value(store: Store, key: str, raw: Any) -> Policy:
     """Change one key (raw may be text from a command line); a bad key or value is refused with what is accepted."""
-    if key not in Policy.model_fields:
-        raise PolicyError(f"there is no policy key {key!r}", fix=f"use one of: {', '.join(Policy.model_fields)}")
-    current = load(store).model_dump()
     if isinstance(raw, str) and key == "hyper":
         try:
             raw = json.loads(raw)
         except ValueError:
             pass
-    if isinstance(raw, str) and Policy.model_fields[key].annotation is bool:
-        raw = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False,
-               "0": False}.get(raw.strip().lower(), raw)
-    try:
-        policy = Policy.model_validate({**current, key: raw})
-    except ValidationError as exc:
-        why = exc.errors()[0]["msg"]
-        raise PolicyError(f"{key} cannot be {raw!r}", why=why, fix=f"{key} accepts {accepted(key)}") from None
-    settings.put(store, KEY, policy.model_dump())
-    return policy
+    return settings.set_field(store, KEY, Policy, key, raw, PolicyError, WORDS)
 
 
 def paused(store: Store) -> bool:
