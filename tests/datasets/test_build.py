@@ -118,7 +118,7 @@ def test_subagent_sessions_are_examples_of_their_own_in_their_parents_split(stor
     loose = {"min_steps": 1}
     # nothing held out: a held-out session stays in every later build's test split whatever the filters say, and
     # this session's id (so its split) depends on the file's path
-    outcome, ds = build(name="subs", mode="full", filters=loose, val_share=0.5, test_share=0.0, max_length=1024)
+    outcome, ds = build(name="subs", mode="full", filters=loose, val_share=0.4, test_share=0.0, max_length=1024)
     assert outcome.ok, outcome.message
     rows = {s.session_id: s.split for s in Registry(store).sessions_of(ds.id)}
     assert len(rows) == 2 and len(set(rows.values())) == 1  # parent and sub-agent: two sessions, one split
