@@ -30,6 +30,8 @@ def ns_home(tmp_path, monkeypatch) -> Path:
     """A private data dir; engines a test leaves running (e.g. after a failed assertion) are killed after it."""
     home = tmp_path / "home"
     monkeypatch.setenv("NIGHTSCHOOL_HOME", str(home))
+    monkeypatch.setenv("NIGHTSCHOOL_CONFIG", str(tmp_path / "config"))  # the teacher's key file: never the real home
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")  # nor the developer's keyring
     yield home
     kill_engines_under(home)
 

@@ -24,6 +24,15 @@ def data_dir() -> Path:
     return path
 
 
+def config_dir() -> Path:
+    """Where secrets that must stay out of the data dir live (the teacher's key file): $NIGHTSCHOOL_CONFIG if set,
+    else the platform's user config dir. Never under the data dir, which is backed up and shared in bug reports."""
+    env = os.environ.get("NIGHTSCHOOL_CONFIG")
+    path = Path(env).expanduser() if env else Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def _sub(name: str) -> Path:
     path = data_dir() / name
     path.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select
@@ -157,7 +157,7 @@ def counts(store: Store) -> dict[str, Any]:
 def prune(store: Store, cfg: BufferConfig, now: datetime | None = None) -> int:
     """Delete entries older than the age limit, then the oldest beyond the size limit; an entry whose correction is
     accepted or waiting for review is kept until it is decided. Returns how many were deleted."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     keep = select(CorrectionRow.experience_id).where(CorrectionRow.state.in_(("waiting", "accepted")))
     with store.session() as s:
         old = s.execute(delete(ExperienceRow).where(ExperienceRow.created_at < now - timedelta(days=cfg.max_age_days),

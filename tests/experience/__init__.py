@@ -1,0 +1,1 @@
+"""Tests of the experience buffer, teacher corrections and feedback."""
