@@ -3,7 +3,10 @@ llama-cpp-python's OpenAI-compatible server on loopback behind an API key, plus 
 key `/nightschool/status`, `/nightschool/switch` (the new model is loaded and answers once while the old one keeps
 serving; any failure leaves the old one), `/nightschool/rollback` (instant: the previous model stays loaded),
 `/nightschool/park` (the models leave memory for a training job; the OpenAI routes answer 503 with Retry-After until
-`/nightschool/unpark` loads them again) and `/nightschool/shutdown`. Its state (pid, url, models) is `<state-dir>/server.json`, rewritten on every change."""
+`/nightschool/unpark` loads them again) and `/nightschool/shutdown`. Its state (pid, url, models) is
+`<state-dir>/server.json`, rewritten on every change. With `--db` the answers are recorded into the experience buffer
+while the user has it on (engine/recorder.py; each answer carries `X-Nightschool-Experience: <id>`), and clients
+rate them with `/nightschool/feedback` (and read one back with `/nightschool/experience/<id>`)."""
 from __future__ import annotations
 
 import argparse
@@ -14,17 +17,19 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import llama_cpp.server.app as server_app
 from fastapi import Depends, HTTPException
 from fastapi.responses import JSONResponse
 from llama_cpp.server.model import LlamaProxy
 from llama_cpp.server.settings import ModelSettings, ServerSettings
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from app.core.base.files import atomic_write
 from app.core.base.fingerprint import sha256_file
+from engine.recorder import Recorder, RecordingMiddleware, Refused
 
 STATE = "server.json"
 PARKED_RETRY_S = 600  # Retry-After while parked: a training stage takes minutes
@@ -72,7 +77,7 @@ class Slots(LlamaProxy):
     standby: Slot | None = None
     parked: list[Served] | None = None  # while parked: what to load again (current, then standby)
 
-    def __init__(self, models: list[ModelSettings]) -> None:  # noqa: D107 - set up by main() before serving
+    def __init__(self, models: list[ModelSettings]) -> None:  # set up by main() before serving
         self._model_settings_dict = {}
         self.standby = None
         self.parked = None
@@ -113,6 +118,16 @@ class Slots(LlamaProxy):
         self.current, self.standby = slots[0], (slots[1] if len(slots) > 1 else None)
 
 
+class Feedback(BaseModel):
+    """A client's word on a recorded answer (POST /nightschool/feedback)."""
+
+    model_config = ConfigDict(extra="forbid")
+    experience: str = Field(min_length=1, max_length=40, description="the answer's X-Nightschool-Experience header")
+    rating: Literal["up", "down"]
+    correction: str | dict | None = Field(None, description="the better answer: text or an assistant message")
+    note: str = Field("", max_length=2000)
+
+
 class Switch(BaseModel):
     name: str
     path: str
@@ -122,6 +137,20 @@ class Switch(BaseModel):
 
 def _proxy() -> Slots:
     return server_app._llama_proxy  # type: ignore[return-value]
+
+
+def _served() -> tuple[str, str]:
+    """(name, sha256) of the model serving now."""
+    info = _proxy().current.info
+    return info.name, info.sha256
+
+
+async def _refusable(call, *args) -> dict:
+    """Run a recorder call off the event loop; a refusal becomes its HTTP status with what was wrong."""
+    try:
+        return await run_in_threadpool(call, *args)
+    except Refused as exc:
+        raise HTTPException(status_code=exc.status, detail=str(exc)) from exc
 
 
 @contextlib.asynccontextmanager
@@ -141,7 +170,9 @@ class Server:
         self.app = server_app.create_app(server_settings=ServerSettings(host=args.host, port=args.port, api_key=key),
                                          model_settings=[ModelSettings(model=args.model, model_alias=args.name)])
         self.uvicorn = None
+        self.recorder = Recorder(Path(args.db) if args.db else None, api_key=key, served=_served)
         self._routes()
+        self.app.add_middleware(RecordingMiddleware, recorder=self.recorder)  # outermost: sees the final answer
 
     def status(self) -> dict:
         proxy = _proxy()
@@ -162,7 +193,16 @@ class Server:
 
         @app.get("/nightschool/status", dependencies=auth)
         async def status() -> dict:
-            return self.status()
+            await run_in_threadpool(self.recorder.try_refresh)  # a setting just changed is in effect from here on
+            return {**self.status(), "recording": self.recorder.stats()}
+
+        @app.post("/nightschool/feedback", dependencies=auth)
+        async def feedback(req: Feedback) -> dict:
+            return await _refusable(self.recorder.feedback, req.experience, req.rating, req.correction, req.note)
+
+        @app.get("/nightschool/experience/{exp_id}", dependencies=auth)
+        async def experience(exp_id: str) -> dict:
+            return await _refusable(self.recorder.entry, exp_id)
 
         @app.post("/nightschool/switch", dependencies=auth)
         async def switch(req: Switch) -> dict:
@@ -229,11 +269,13 @@ class Server:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.args.host, self.args.port))
         self.port = sock.getsockname()[1]
+        self.recorder.start()
         self.write_state()
         self.uvicorn = uvicorn.Server(uvicorn.Config(self.app, log_level="warning"))
         try:
             self.uvicorn.run(sockets=[sock])
         finally:
+            self.recorder.stop()
             proxy.free()
             (self.state_dir / STATE).unlink(missing_ok=True)
         return 0
@@ -245,6 +287,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--n-ctx", type=int, default=4096)
+    p.add_argument("--db", help="the Nightschool store: answers are recorded there while the experience buffer is on")
     p.add_argument("--model", required=True, help="the GGUF to serve")
     p.add_argument("--standby", help="a GGUF to keep loaded for an instant rollback")
     for slot in ("", "standby-"):
