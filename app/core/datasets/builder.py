@@ -1,6 +1,7 @@
 """The SFT dataset build: sessions -> filters -> conversations (interrupted ones cut to their completed turns) ->
-near-duplicates -> splits -> windows -> rendered examples -> checks -> the held-out set read back -> replay -> files +
-manifest. Pure Python; the tokenizer-bound work is the renderer's (engine)."""
+near-duplicates -> splits -> windows -> rendered examples -> checks -> accepted corrections (train only) -> the
+held-out set read back -> replay -> files (the corrections' preference pairs included) + manifest. Pure Python; the
+tokenizer-bound work is the renderer's (engine)."""
 from __future__ import annotations
 
 import hashlib
@@ -16,12 +17,13 @@ from sqlalchemy import select
 from app.core.base.schema import AgentSession, MessageRow, SessionMark
 from app.core.base.store import Store
 from app.core.capture.scrub import Scrubber
-from app.core.datasets import checks, dedup, filters, manifest as M, windows
+from app.core.datasets import checks, corrections as C, dedup, filters, manifest as M, windows
 from app.core.datasets.catalog import Registry, default_name
 from app.core.datasets.config import BuildConfig
 from app.core.datasets.convert import Conversation, conversation, trimmed
 from app.core.datasets.errors import BuildError  # noqa: F401 - raised here, imported from here by callers
 from app.core.datasets.splits import SPLITS, assign
+from app.core.experience.corrections import trainable
 
 Progress = Callable[[str, int, int], None]  # (phase, step, total)
 
@@ -44,14 +46,15 @@ class Example:
     window: int
     messages: list[dict]
     rendered: dict
-    source: str = "new"  # new | replay | heldout (every test example: the held-out set)
+    source: str = "new"  # new | replay | heldout (every test example: the held-out set) | correction
     heldout_by: str = ""  # test examples: the dataset that held their session out
+    provenance: dict = field(default_factory=dict)  # a correction's: correction_id, experience_id, teacher_model …
 
     def record(self) -> dict:
         masks = self.rendered["assistant_masks"]
         rec = {"id": self.id, "session_id": self.session_id, "window": self.window, "source": self.source,
                "messages": self.messages, "input_ids": self.rendered["input_ids"], "assistant_masks": masks,
-               "tokens": len(masks), "trained": sum(masks)}
+               "tokens": len(masks), "trained": sum(masks), **self.provenance}
         return {**rec, "heldout_by": self.heldout_by} if self.split == "test" else rec
 
 
@@ -66,6 +69,8 @@ class Build:
     conversations: dict[str, Conversation] = field(default_factory=dict)
     splits: dict[str, str] = field(default_factory=dict)  # session id -> split
     trimmed: set[str] = field(default_factory=set)  # interrupted sessions cut to their completed turns
+    corrections: list[M.CorrectionUse] = field(default_factory=list)  # accepted corrections this build trains on
+    pairs: list[dict] = field(default_factory=list)  # their preference pairs (pairs.jsonl)
 
     def exclude(self, session_id: str, window: int, problems: list[checks.Problem]) -> None:
         self.counts["excluded"] += 1
@@ -211,8 +216,13 @@ def _replay(store: Store, config: BuildConfig, b: Build, renderer: Renderer, hel
     for example_id in rank[:want]:
         rec = pool[example_id]
         msgs = rec["messages"]
+        rendered = renderer.render(msgs)
+        provenance = {k: rec[k] for k in PROVENANCE if k in rec}
+        if provenance:  # a correction's example replayed: still only its last turn trained
+            _train_last_turn(msgs, rendered, renderer)
         b.examples.append(Example(M.example_id(msgs, renderer.template_sha256), rec["session_id"], "train",
-                                  rec.get("window", 0), msgs, _slim(renderer.render(msgs)), source="replay"))
+                                  rec.get("window", 0), msgs, _slim(rendered), source="replay",
+                                  provenance=provenance))
     b.counts["replayed"] = min(want, len(rank))
     return [ds.name for ds in earlier]
 
@@ -255,12 +265,107 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path, prog
     for i, conv in enumerate(convs):
         _examples(conv, b.splits[conv.session_id], config, renderer, b, scrubber, by.get(conv.session_id, ""))
         progress("render", i + 1, len(convs))
+    _corrections(store, config, b, renderer, mode, scrubber)
     _nonempty(b, mode)
     _count_trimmed(b)
     held = Held(sorted(set(by) - heldout), len(by), _heldout(store, config, b, renderer, by))
     replayed_from = _replay(store, config, b, renderer, frozenset(by)) if mode == "incremental" else []
     _overlap(b)
     return _write(out, config.model_copy(update={"name": name}), mode, renderer, b, held, replayed_from, progress)
+
+
+PROVENANCE = ("correction_id", "experience_id", "teacher_model", "correction_source")
+
+
+def _corrections(store: Store, config: BuildConfig, b: Build, renderer: Renderer, mode: str,
+                 scrubber: Scrubber) -> None:
+    """Accepted corrections into the train split, oldest first: in an incremental build those no earlier dataset of
+    this base model holds, as many as `corrections.allowed` lets in; the rest wait for the next build."""
+    if not config.corrections:
+        return
+    used = Registry(store).corrections_used(config.base_model) if mode == "incremental" else set()
+    pending = [t for t in trainable(store) if t.correction_id not in used]
+    fresh = sum(1 for e in b.examples if e.split == "train" and e.source == "new")
+    room = C.allowed(config, fresh, len(pending))
+    taken = {e.id for e in b.examples}
+    tried = 0
+    for t in pending:
+        if len(b.corrections) >= room:
+            break
+        tried += 1
+        _correction(t, config, renderer, b, scrubber, taken)
+    b.counts["from_corrections"] = sum(1 for e in b.examples if e.source == "correction")
+    b.counts["correction_pairs"] = len(b.pairs)
+    if len(pending) > tried:
+        b.counts["corrections waiting for the next build (share)"] = len(pending) - tried
+
+
+def _correction(t, config: BuildConfig, renderer: Renderer, b: Build, scrubber: Scrubber, taken: set[str]) -> None:
+    """One correction as a train example (checked like a session's; too long: its last window) and its pair."""
+    sid, msgs = C.session_id(t.experience_id), C.messages(t.prompt, t.chosen, t.tools)
+    problems = checks.standard({"messages": msgs}, scrubber)
+    window = None if problems else _last_window(msgs, config, renderer)
+    if window is None and not problems:
+        problems = [checks.Problem("over_length", f"the correction and its request do not fit in "
+                                                  f"{config.max_length} tokens")]
+    rendered = None if problems else renderer.render(window)
+    if rendered is not None:
+        problems += [checks.Problem("round_trip", p) for p in renderer.deep(window, rendered)]
+    if problems:
+        b.counts["corrections excluded"] += 1
+        b.exclude(sid, 0, problems)
+        return
+    _train_last_turn(window, rendered, renderer)
+    use = C.use_of(t)
+    use.example_id = M.example_id(window, renderer.template_sha256)
+    b.corrections.append(use)  # listed even when its example is another's (the same answer again): it is used
+    if use.example_id in taken:
+        return
+    taken.add(use.example_id)
+    pair = C.preference_pair(window, t.rejected, use)
+    if checks.spec_problem(pair, "preference_v1") is None:
+        use.pair_id = pair["id"]
+        b.pairs.append(pair)
+    provenance = {"correction_id": use.correction_id, "experience_id": use.experience_id,
+                  "teacher_model": use.teacher_model, "correction_source": use.source}
+    b.examples.append(Example(use.example_id, sid, "train", 0, window, _slim(rendered), source="correction",
+                              provenance=provenance))
+
+
+def _last_window(msgs: list[dict], config: BuildConfig, renderer: Renderer) -> list[dict] | None:
+    """The messages, or when too long the last turn-boundary window, if it still ends with the correction."""
+    found, _ = windows.windows(msgs, config.max_length, renderer.count)
+    last = found[-1] if found else None
+    return last if last and last[-1] is msgs[-1] else None
+
+
+def _train_last_turn(messages: list[dict], rendered: dict, renderer: Renderer) -> None:
+    """Only the last assistant turn (a correction's) is trained: the tokens of the messages before it are masked, in
+    the preview too."""
+    masks = rendered["assistant_masks"]
+    cut = min(renderer.count(messages[:-1]), len(masks))
+    rendered["assistant_masks"] = [0] * cut + list(masks[cut:])
+    offsets = rendered.get("offsets")
+    if offsets is not None and "segments" in rendered:
+        at = offsets[cut][0] if cut < len(offsets) else len(rendered.get("text", ""))
+        rendered["segments"] = _untrained_before(rendered["segments"], at)
+
+
+def _untrained_before(segments: list[list], at: int) -> list[list]:
+    """Preview segments ([text, trained] runs) with every character before `at` untrained."""
+    out: list[list] = []
+    pos = 0
+    for text, trained in segments:
+        head = max(0, min(len(text), at - pos))
+        for piece, flag in ((text[:head], 0), (text[head:], trained)):
+            if not piece:
+                continue
+            if out and out[-1][1] == flag:
+                out[-1][0] += piece
+            else:
+                out.append([piece, flag])
+        pos += len(text)
+    return out
 
 
 def _nonempty(b: Build, mode: str) -> None:
@@ -309,12 +414,15 @@ def _write(out: Path, config: BuildConfig, mode: str, renderer: Renderer, b: Bui
     M.write_jsonl(out / M.PREVIEW, [{"id": e.id, "split": e.split, "segments": e.rendered["segments"]}
                                     for s in SPLITS for e in by_split[s]])
     (out / M.REPORT).write_text(json.dumps(_report(b), indent=1, ensure_ascii=False), encoding="utf-8")
+    if b.pairs:
+        M.write_jsonl(out / M.PAIRS, sorted(b.pairs, key=lambda r: (r["correction_id"], r["id"])))
     man = M.Manifest(
         name=config.name or default_name("sft"), base_model=config.base_model, base_model_label=renderer.label,
         template_sha256=renderer.template_sha256, convention=renderer.convention, mode=mode,
         config=config.model_dump(), created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         fingerprint=M.fingerprint({s: [e.id for e in by_split[s]] for s in SPLITS}, renderer.template_sha256),
-        splits={s: _size(by_split[s]) for s in SPLITS}, sessions=_uses(b), filters=dict(b.filters),
+        splits={s: _size(by_split[s]) for s in SPLITS}, sessions=_uses(b), corrections=b.corrections,
+        filters=dict(b.filters),
         counts=dict(b.counts), replayed_from=replayed_from, heldout_added=held.added,
         heldout_sessions=held.sessions, heldout_from=held.read_from)
     M.write(out, man)

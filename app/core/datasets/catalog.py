@@ -3,6 +3,7 @@ set (it grows with every build, never shrinks) and registration of a finished bu
 not match its manifest, or would train on the held-out set, is refused)."""
 from __future__ import annotations
 
+import json
 import shutil
 import stat
 from dataclasses import dataclass
@@ -68,6 +69,13 @@ class Registry:
                              .join(BuiltDataset, BuiltDataset.id == DatasetSession.dataset_id)
                              .where(BuiltDataset.base_model == base_model, BuiltDataset.kind == "sft"))
             return {(a, b) for a, b in rows}
+
+    def corrections_used(self, base_model: str) -> set[int]:
+        """Ids of the corrections earlier SFT datasets of this base model hold (their manifests list them apart)."""
+        with self.store.session() as s:
+            manifests = s.scalars(select(BuiltDataset.manifest_json).where(BuiltDataset.base_model == base_model,
+                                                                          BuiltDataset.kind == "sft"))
+            return {c["correction_id"] for text in manifests for c in json.loads(text or "{}").get("corrections", [])}
 
     def heldout(self, base_model: str) -> frozenset[str]:
         """The sessions held out for this base model so far: no dataset of it trains on them, ever."""

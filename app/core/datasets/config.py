@@ -1,4 +1,5 @@
-"""What a dataset build is asked to do: the base model, filters, windows, splits, replay (pydantic, saved in the manifest)."""
+"""What a dataset build is asked to do: the base model, filters, windows, splits, replay, corrections (pydantic, saved
+in the manifest)."""
 from __future__ import annotations
 
 from typing import Literal, get_args
@@ -29,7 +30,9 @@ class Filters(BaseModel):
 class BuildConfig(BaseModel):
     """One build request. `mode` full = every eligible session; incremental = sessions no earlier dataset of this
     base model used, plus `replay` share of examples replayed from earlier ones. Either way `test_share` of the new
-    sessions joins the base model's held-out set for ever, and the test split is the whole held-out set so far."""
+    sessions joins the base model's held-out set for ever, and the test split is the whole held-out set so far.
+    Accepted corrections (incremental: those no earlier dataset of this base model holds) join the train split, up
+    to `corrections_share` of its new examples (at least `corrections_min`), before the replay share is counted."""
 
     name: str | None = None
     base_model: str = "default"
@@ -38,6 +41,10 @@ class BuildConfig(BaseModel):
     val_share: float = Field(0.1, ge=0.0, lt=0.5)
     test_share: float = Field(0.1, ge=0.0, lt=0.5)
     replay: float = Field(0.3, ge=0.0, lt=1.0)  # share of the new dataset replayed from earlier ones
+    corrections: bool = True  # accepted corrections of the student's answers join the train split
+    # the most of the new train examples corrections may take; the rest wait for the next build
+    corrections_share: float = Field(0.3, ge=0.0, lt=1.0)
+    corrections_min: int = Field(5, ge=0)  # corrections a build may take whatever the share (few new sessions)
     thinking: bool = True  # keep the agent's thinking as <think>…</think> before its answer
     max_tool_output: int = Field(2000, ge=0)  # characters of a tool result kept (0 = all)
     seed: int = 0

@@ -39,10 +39,14 @@ class Conversation:
         return "\n".join(_message_text(m) for m in self.messages if m["role"] != "system")
 
 
+def tools_line(tools: list[str]) -> str:
+    """How a system message names the tools and the call convention ("" without tools)."""
+    return f" Tools: {', '.join(tools)}. {TOOL_CONVENTION}" if tools else ""
+
+
 def system_message(tools: list[str]) -> dict:
     """The system message every example and every evaluation prompt starts with (the same convention)."""
-    listed = f" Tools: {', '.join(tools)}. {TOOL_CONVENTION}" if tools else ""
-    return {"role": "system", "content": SYSTEM_PREAMBLE + listed}
+    return {"role": "system", "content": SYSTEM_PREAMBLE + tools_line(tools)}
 
 
 def _message_text(m: dict) -> str:

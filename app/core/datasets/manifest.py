@@ -1,5 +1,6 @@
-"""A built dataset's manifest: content fingerprint, sources, filters and counts, spec, base model, template hash,
-split sizes and every file's sha256. Written last; a dataset whose files no longer match it is refused."""
+"""A built dataset's manifest: content fingerprint, sources (the corrections apart), filters and counts, spec, base
+model, template hash, split sizes and every file's sha256. Written last; a dataset whose files no longer match it is
+refused."""
 from __future__ import annotations
 
 import hashlib
@@ -16,6 +17,7 @@ MANIFEST = "manifest.json"
 REPORT = "report.json"
 SPLIT_FILES = {"train": "train.jsonl", "val": "val.jsonl", "test": "test.jsonl"}
 PREVIEW = "preview.jsonl"
+PAIRS = "pairs.jsonl"  # an SFT dataset's corrections as preference pairs (the pairs worker adds them to its own)
 
 
 class SplitSize(BaseModel):
@@ -30,6 +32,19 @@ class SessionUse(BaseModel):
     split: str
     examples: int
     content_sha256: str
+
+
+class CorrectionUse(BaseModel):
+    """An accepted correction a dataset trains on: its provenance, its SFT example and its preference pair."""
+
+    correction_id: int
+    experience_id: str
+    teacher_model: str = ""
+    source: str = "teacher"  # teacher | client
+    created_at: str = ""
+    cost: float = 0.0
+    example_id: str = ""
+    pair_id: str = ""
 
 
 class Manifest(BaseModel):
@@ -48,6 +63,7 @@ class Manifest(BaseModel):
     files: dict[str, str] = Field(default_factory=dict)  # file name -> sha256
     splits: dict[str, SplitSize] = Field(default_factory=dict)
     sessions: list[SessionUse] = Field(default_factory=list)
+    corrections: list[CorrectionUse] = Field(default_factory=list)  # the student's own work, re-done and accepted
     filters: dict[str, int] = Field(default_factory=dict)  # filter -> sessions (or examples) it removed
     counts: dict[str, int] = Field(default_factory=dict)
     replayed_from: list[str] = Field(default_factory=list)
@@ -115,11 +131,21 @@ def verify(folder: Path) -> list[str]:
         elif sha256_file(folder / name) != digest:
             problems.append(f"{name} changed after the build (sha256 differs)")
     problems += [f"{name} is not in the manifest" for name in sorted(present - set(manifest.files))]
+    if any(c.pair_id for c in manifest.corrections) and PAIRS not in manifest.files:
+        problems.append(f"{PAIRS} is not in the manifest, yet it lists the corrections' preference pairs")
     return problems
 
 
 def iter_examples(folder: Path, split: str):
-    path = Path(folder) / SPLIT_FILES[split]
+    yield from iter_records(Path(folder) / SPLIT_FILES[split])
+
+
+def iter_pairs(folder: Path):
+    """The corrections' preference pairs of an SFT dataset (none when it has no pairs file)."""
+    yield from iter_records(Path(folder) / PAIRS)
+
+
+def iter_records(path: Path):
     if not path.is_file():
         return
     with path.open(encoding="utf-8") as fh:

@@ -1,11 +1,15 @@
 """Preference pairs (DPO / ORPO / KTO): for a teacher context from an SFT dataset's train split, the student's next
 action (chosen = the teacher's recorded action, rejected = the student's) plus the user's dropped preference_v1
-files. A context where the student already agrees with the teacher is not a pair. Pure Python: generation is the
-engine's (`engine.mine_pairs`), behind the `Student` protocol (a llama.cpp student can stand in later).
+files and the source dataset's corrections (chosen = an accepted correction, rejected = the answer the served student
+gave; its `pairs.jsonl`). A context where the student already agrees with the teacher is not a pair. Pure Python:
+generation is the engine's (`engine.mine_pairs`), behind the `Student` protocol (a llama.cpp student can stand in
+later).
 
-Record (preference_v1, conversational), the same fields in every record: {"id", "source": "student" | "dropped",
-"session_id", "example_id" (the source SFT example), "turn" (the teacher message's index in it; null for dropped),
-"truncated" (the student's answer hit max_new_tokens), "file_sha256" (dropped: the file it came from),
+Record (preference_v1, conversational), the same fields in every record: {"id", "source": "student" | "dropped" |
+"correction", "session_id", "example_id" (the source SFT example), "turn" (the teacher message's index in it; null
+for dropped and correction pairs), "truncated" (the student's answer hit max_new_tokens), "file_sha256" (dropped: the
+file it came from), "correction_id", "experience_id", "teacher_model" (correction pairs: the provenance; else null,
+"", ""),
 "prompt": [{role, content}…], "chosen": [{role: assistant, content}], "rejected": [{role: assistant, content}]};
 every message is plain text with tool calls in the Hermes convention (`<tool_call>{"name", "arguments"}</tool_call>`),
 so any trainer and any template can use it.
@@ -29,8 +33,8 @@ from app.core.base.store import Store
 from app.core.capture.scrub import Scrubber
 from app.core.datafiles.formats import SPECS, record_problem
 from app.core.datasets import checks, manifest as M
-from app.core.datasets.builder import BuildError
 from app.core.datasets.catalog import Registry, default_name
+from app.core.datasets.errors import BuildError
 from app.core.datasets.windows import header_length
 from app.core.toolcalls.agreement import exact_agreement
 from app.core.toolcalls.convention import as_text, parse_student
@@ -51,6 +55,7 @@ class PairsConfig(BaseModel):
     max_contexts: int = Field(200, ge=1)
     max_new_tokens: int = Field(256, ge=1, le=8192)
     include_dropped: bool = True  # the user's accepted preference_v1 files join the pairs
+    include_corrections: bool = True  # the source dataset's corrections (its pairs.jsonl) join the pairs
     seed: int = 0
 
 
@@ -117,10 +122,13 @@ def teacher_contexts(records: Iterable[dict], max_contexts: int, seed: int = 0) 
 
 def train_records(folder: Path, heldout: frozenset[str] = frozenset()) -> Iterator[dict]:
     """A built SFT dataset's train examples only: from sessions its manifest puts in train, or replayed from an
-    earlier dataset's train split; never val or test, never the held-out set."""
+    earlier dataset's train split; never val or test, never the held-out set. A correction's example is no teacher
+    context: its pair is already in the dataset's pairs file."""
     splits = {u.id: u.split for u in M.read(folder).sessions}
     for rec in M.iter_examples(folder, "train"):
         sid = rec.get("session_id")
+        if rec.get("correction_id") is not None:
+            continue
         split = splits.get(sid, "train" if rec.get("source") == "replay" else None)
         if split == "train" and sid not in heldout:
             yield rec
@@ -135,16 +143,16 @@ def pair_id(prompt: list[dict], chosen: list[dict], rejected: list[dict]) -> str
 def _record(p: list[dict], c: list[dict], r: list[dict], **fields: Any) -> dict:
     """Every record has the same fields (one table for any trainer's loader), the messages last."""
     base = {"id": pair_id(p, c, r), "source": "student", "session_id": "", "example_id": "", "turn": None,
-            "truncated": False, "file_sha256": ""}
+            "truncated": False, "file_sha256": "", "correction_id": None, "experience_id": "", "teacher_model": ""}
     return {**base, **fields, "prompt": p, "chosen": c, "rejected": r}
 
 
 def pair_record(prompt: list[dict], chosen: dict, rejected: dict, *, session_id: str = "", example_id: str = "",
-                turn: int | None = None, truncated: bool = False) -> dict:
+                turn: int | None = None, truncated: bool = False, **provenance: Any) -> dict:
     """A preference_v1 record in conversational form: prompt messages, [chosen], [rejected], all as Hermes text.
-    `truncated`: the student's answer was cut at max_new_tokens."""
+    `truncated`: the student's answer was cut at max_new_tokens; `provenance`: source and a correction's fields."""
     return _record([as_text(m) for m in prompt], [as_text(chosen)], [as_text(rejected)], session_id=session_id,
-                   example_id=example_id, turn=turn, truncated=truncated)
+                   example_id=example_id, turn=turn, truncated=truncated, **provenance)
 
 
 def _side(value: Any, role: str) -> list[dict]:
@@ -220,6 +228,7 @@ class Plan:
     dropped_files: list[str] = field(default_factory=list)
     dropped_skipped: list[str] = field(default_factory=list)
     skipped_heldout: int = 0
+    corrections: list[dict] = field(default_factory=list)  # the source dataset's correction pairs
 
 
 def _source(registry: Registry, config: PairsConfig) -> BuiltDataset:
@@ -268,7 +277,9 @@ def plan(store: Store, config: PairsConfig) -> Plan:
              adapter_sha256, skipped_heldout=len(all_train) - len(usable))
     if config.include_dropped:
         p.dropped, p.dropped_files, p.dropped_skipped = dropped_pairs(store)
-    if not p.contexts and not p.dropped:
+    if config.include_corrections:
+        p.corrections = list(M.iter_pairs(folder))
+    if not p.contexts and not p.dropped and not p.corrections:
         raise BuildError(f"the source dataset {source.name} has no teacher context in its train split",
                          fix="build a dataset with a train split, or choose another")
     return p
@@ -302,18 +313,27 @@ def build(p: Plan, student: Student, out: Path, progress: Progress = _quiet, log
         outcomes.append(outcome)
         progress("generate", i + 1, len(p.contexts))
     counts["student pairs"] = len(pairs)
-    for rec in p.dropped:
-        if rec["id"] not in pairs:
-            _keep(rec, pairs, counts, scrubber)
-    counts["dropped pairs"] = len(pairs) - counts["student pairs"]
+    counts["correction pairs"] = merge(pairs, p.corrections, counts, scrubber)
+    counts["dropped pairs"] = merge(pairs, p.dropped, counts, scrubber)
     counts["pairs"] = len(pairs)
     log(f"{counts['contexts']} contexts: the student agreed on {counts['agreed']}, {counts['student pairs']} pairs; "
-        f"{counts['dropped pairs']} pairs from {len(p.dropped_files)} dropped file(s)")
+        f"{counts['correction pairs']} pairs from corrections; {counts['dropped pairs']} pairs from "
+        f"{len(p.dropped_files)} dropped file(s)")
     if not pairs:
         raise BuildError("no preference pairs", why=f"the student agreed with the teacher on {counts['agreed']} of "
                                                     f"{counts['contexts']} contexts, {counts['excluded']} excluded",
                          fix="use an earlier checkpoint, more contexts, or drop a preference file")
     return _write(p, student, out, list(pairs.values()), counts, outcomes, progress)
+
+
+def merge(pairs: dict[str, dict], records: list[dict], counts: Counter, scrubber: Scrubber | None = None) -> int:
+    """Add records (correction or dropped pairs) to the mined pairs, checked like them, once each by id; returns how
+    many were added."""
+    before, scrubber = len(pairs), scrubber or Scrubber()
+    for rec in records:
+        if rec["id"] not in pairs:
+            _keep(rec, pairs, counts, scrubber)
+    return len(pairs) - before
 
 
 def _keep(rec: dict, pairs: dict[str, dict], counts: Counter, scrubber: Scrubber) -> dict:
@@ -333,7 +353,8 @@ def _keep(rec: dict, pairs: dict[str, dict], counts: Counter, scrubber: Scrubber
 def _write(p: Plan, student: Student, out: Path, records: list[dict], counts: Counter, outcomes: list[dict],
            progress: Progress) -> M.Manifest:
     out.mkdir(parents=True, exist_ok=True)
-    records.sort(key=lambda r: (r["source"] != "student", r["session_id"], r["turn"] or 0, r["id"]))
+    order = {"student": 0, "correction": 1}
+    records.sort(key=lambda r: (order.get(r["source"], 2), r["session_id"], r["turn"] or 0, r["id"]))
     M.write_jsonl(out / M.SPLIT_FILES["train"], records)
     progress("write", 1, 2)
     size = M.SplitSize(examples=len(records), sessions=len({r["session_id"] for r in records if r["session_id"]}))
@@ -345,6 +366,7 @@ def _write(p: Plan, student: Student, out: Path, records: list[dict], counts: Co
     config = p.config.model_dump() | {"source": p.source.name}
     report = {"source": {"name": p.source.name, "fingerprint": p.source.fingerprint}, "contexts": counts["contexts"],
               "agreed": counts["agreed"], "pairs": counts["pairs"], "student_pairs": counts["student pairs"],
+              "correction_pairs": counts["correction pairs"],
               "dropped_pairs": counts["dropped pairs"], "dropped_files_included": len(p.dropped_files),
               "dropped_files": p.dropped_files, "dropped_files_skipped": p.dropped_skipped,
               "excluded": counts["excluded"], "truncated": counts["truncated"],

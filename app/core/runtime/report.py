@@ -1,6 +1,6 @@
-"""A cycle's report card: what it learned from, how long each stage took, the held-out metrics of base / previous /
-candidate with deltas, the gate's verdict in words with each check's interval and counts, what was deployed, and
-examples it gained or lost."""
+"""A cycle's report card: what it learned from (how much of it the student's own work, re-done), how long each stage
+took, the held-out metrics of base / previous / candidate with deltas, the gate's verdict in words with each check's
+interval and counts, what was deployed, and examples it gained or lost."""
 from __future__ import annotations
 
 from app.core.base.schema import EvalRow
@@ -58,10 +58,30 @@ def _check(check: dict) -> dict:
     return {k: check.get(k) for k in keys}
 
 
-def _summary(cycle: Cycle, deltas: dict, verdict: str) -> str:
+def own_work(built: dict) -> dict | None:
+    """What the cycle learned from the student's own work: the examples and preference pairs its dataset took from
+    accepted corrections, what the teacher did this cycle, and how many answers a later teacher session contradicted
+    (None when the cycle built nothing)."""
+    if "from_corrections" not in built:
+        return None
+    return {"examples": built.get("from_corrections", 0), "pairs": built.get("correction_pairs", 0),
+            "teacher": built.get("corrections"), "contradicted": (built.get("contradicted") or {}).get("flagged", 0)}
+
+
+def _own_words(own: dict | None) -> str:
+    if own is None:
+        return ""
+    examples, pairs = own["examples"], own["pairs"]
+    return (f"{examples} example{'s' if examples != 1 else ''} and {pairs} preference pair{'s' if pairs != 1 else ''} "
+            "from the student's own work")
+
+
+def _summary(cycle: Cycle, deltas: dict, verdict: str, own: dict | None = None) -> str:
     agreement = deltas.get("agreement", {})
     loss = deltas.get("loss", {})
     parts = [f"cycle {cycle.id}"]
+    if own is not None:
+        parts.append(_own_words(own))
     for words, m in (("held-out loss", loss), ("agreement", agreement)):
         if m.get("candidate") is not None and m.get("previous") is not None:
             parts.append(f"{words} {m['previous']:.3f} → {m['candidate']:.3f}")
@@ -89,9 +109,10 @@ def report_card(store: Store, cycle: Cycle) -> dict:
     deployed = cycle.outputs.get("deploying") or {}
     deltas = _deltas(judged.get("metrics") or {}) if judged else {}
     gained, lost = _examples(store, judged.get("evals") or {}) if judged else ([], [])
+    own = own_work(built)
     return {
         "dataset": built.get("dataset"), "fingerprint": built.get("fingerprint"), "examples": built.get("examples"),
-        "sessions": cycle.inputs.get("new_sessions"), "steps": trained.get("steps"),
+        "sessions": cycle.inputs.get("new_sessions"), "own_work": own, "steps": trained.get("steps"),
         "checkpoint": judged.get("checkpoint") or trained.get("checkpoint"),
         "times": {stage: t.get("seconds") for stage, t in cycle.times.items()},
         "metrics": deltas, "verdict": judged.get("verdict"), "reasons": judged.get("reasons", []),
@@ -99,5 +120,5 @@ def report_card(store: Store, cycle: Cycle) -> dict:
         "deployed": deployed.get("deployed"), "deployed_sha256": deployed.get("sha256"),
         "export": (cycle.outputs.get("exporting") or {}).get("export"),
         "gguf": _gguf((cycle.outputs.get("exporting") or {}).get("gguf")),
-        "gained": gained, "lost": lost, "summary": _summary(cycle, deltas, judged.get("verdict") or ""),
+        "gained": gained, "lost": lost, "summary": _summary(cycle, deltas, judged.get("verdict") or "", own),
     }

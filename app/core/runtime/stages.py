@@ -47,9 +47,12 @@ class Ctx:
 
 
 def building(ctx: Ctx, cycle: Cycle) -> Outcome:
+    """The student's own work first (answers a later teacher session contradicts are flagged; the teacher re-answers
+    flagged ones), then the dataset build: new sessions, accepted corrections and replay."""
     from app.core.datasets.config import BuildConfig, Filters
     from app.core.workers import start_build
 
+    own = {"contradicted": contradicted(ctx), "corrections": corrections(ctx)}
     config = BuildConfig(base_model=ctx.policy.base_model, mode="auto", max_length=ctx.policy.max_length,
                          test_share=ctx.policy.test_share,
                          filters=Filters(near_duplicate=ctx.policy.near_duplicate),
@@ -59,10 +62,51 @@ def building(ctx: Ctx, cycle: Cycle) -> Outcome:
         return Outcome("wait", reason="stopped while building: the build starts again")
     done = run.finish()
     if not done.ok:
-        return Outcome("failed", reason=f"the dataset build failed: {done.message}")
+        return Outcome("failed", own, reason=f"the dataset build failed: {done.message}")
     if done.identical_to:
-        return Outcome("failed", reason=f"no new usable sessions since dataset {done.identical_to}: nothing to learn")
-    return Outcome("done", {"dataset": done.name, "fingerprint": done.fingerprint, "examples": done.examples})
+        return Outcome("failed", own, reason=f"no new usable sessions or corrections since dataset "
+                                             f"{done.identical_to}: nothing to learn")
+    return Outcome("done", {"dataset": done.name, "fingerprint": done.fingerprint, "examples": done.examples,
+                            **own_examples(ctx, done.name), **own})
+
+
+def contradicted(ctx: Ctx) -> dict:
+    """Recorded answers a later captured teacher session contradicts, flagged (a failure is said, never fatal)."""
+    from app.core.experience.contradictions import scan
+
+    try:
+        found = scan(ctx.store)
+    except Exception as exc:  # noqa: BLE001 - the scan is a bonus: the cycle goes on without it
+        return {"flagged": 0, "error": f"the contradiction scan failed: {exc}"}
+    return {"flagged": len(found), "entries": [{"experience_id": c.experience_id, "session_id": c.session_id}
+                                               for c in found[:20]]}
+
+
+def corrections(ctx: Ctx) -> dict:
+    """The teacher re-answers flagged entries (its own batch limit, cooldown and budget) when it is configured and
+    something is flagged; what it did, or why it did nothing. A teacher failure never fails the cycle."""
+    from app.core.experience import buffer, teacher
+
+    empty = {"tried": 0, "accepted": 0, "waiting": 0, "rejected": 0, "failed": 0}
+    try:
+        if not teacher.usage(ctx.store).get("configured"):
+            return {**empty, "stopped_because": "no teacher is configured"}
+        if not buffer.counts(ctx.store)["by_state"].get("flagged"):
+            return {**empty, "stopped_because": "no entry is flagged"}
+        run = teacher.correct(ctx.store, by="cycle")
+    except Exception as exc:  # noqa: BLE001 - the cycle learns from its sessions anyway
+        return {**empty, "stopped_because": f"the teacher failed: {exc}"}
+    return {"tried": run.tried, "accepted": run.accepted, "waiting": run.waiting, "rejected": run.rejected,
+            "failed": run.failed, "stopped_because": run.stopped_because}
+
+
+def own_examples(ctx: Ctx, dataset: str) -> dict:
+    """How many of the dataset's examples and preference pairs came from the student's own work (its manifest)."""
+    from app.core.datasets.catalog import Registry
+
+    found = Registry(ctx.store).get(dataset)
+    counts = json.loads(found.manifest_json).get("counts", {}) if found else {}
+    return {key: counts.get(key, 0) for key in ("from_corrections", "correction_pairs")}
 
 
 def _dataset(ctx: Ctx, cycle: Cycle):

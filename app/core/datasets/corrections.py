@@ -1,0 +1,100 @@
+"""Accepted corrections (the student's own work, re-done) into an SFT build: which ones are new, how many the share
+allows, each as chat messages in the project's tool convention, and its preference pair.
+
+An example is the request's messages plus the correction's assistant message. The request's OpenAI `tools` reach the
+system prompt the way a captured session's tools do (`convert.tools_line`: "Tools: A, B. Call a tool by writing …"):
+appended to the request's own system message, or a new agent system message when the request has none. Only the
+correction's turn is trained: the earlier assistant turns of the request are the client's history (the student's own
+unchecked answers, often) and stay masked, like the prompt.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from app.core.datasets.config import BuildConfig
+from app.core.datasets.convert import system_message, tools_line
+from app.core.datasets.manifest import CorrectionUse
+from app.core.datasets.pairs import pair_record
+from app.core.toolcalls.convention import arguments_of, text_of, tools_in_system
+
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+
+
+def session_id(experience_id: str) -> str:
+    """The example's session id: the experience it came from (never a captured session's id)."""
+    return f"experience:{experience_id}"
+
+
+def tool_names(tools: list[Any]) -> list[str]:
+    """The names of an OpenAI `tools` list, in its order (unknown shapes skipped)."""
+    out = []
+    for tool in tools or []:
+        fn = tool.get("function", tool) if isinstance(tool, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("name"), str) and fn["name"] not in out:
+            out.append(fn["name"])
+    return out
+
+
+def _calls(message: dict) -> list[dict]:
+    out = []
+    for i, call in enumerate(message.get("tool_calls") or []):
+        fn = call.get("function", call) if isinstance(call, dict) else {}
+        out.append({"id": call.get("id") or f"call_{i}", "type": "function",
+                    "function": {"name": fn.get("name") or "unknown", "arguments": arguments_of(fn.get("arguments"))}})
+    return out
+
+
+def chat_message(message: dict, names: dict[str, str]) -> dict | None:
+    """An OpenAI wire message as a dataset message: text content, tool calls with argument objects, tool results
+    named after their call (`names`: call id -> tool name, filled as calls are seen). None for an unknown role."""
+    role = ROLES.get(message.get("role", ""))
+    if role is None:
+        return None
+    out: dict[str, Any] = {"role": role, "content": text_of(message.get("content"))}
+    if role == "assistant" and (calls := _calls(message)):
+        out["tool_calls"] = calls
+        names.update({c["id"]: c["function"]["name"] for c in calls})
+    if role == "tool":
+        call_id = message.get("tool_call_id") or "unknown"
+        out.update(tool_call_id=call_id, name=message.get("name") or names.get(call_id, "unknown"))
+    return out
+
+
+def messages(prompt: list[dict], chosen: dict, tools: list[Any]) -> list[dict]:
+    """The example's messages: the request's (with its tools in the system prompt) and the correction last."""
+    names: dict[str, str] = {}
+    msgs = [m for m in (chat_message(x, names) for x in prompt if isinstance(x, dict)) if m is not None]
+    listed = tool_names(tools)
+    if msgs and msgs[0]["role"] == "system":
+        if listed and not tools_in_system(msgs[0]["content"]):
+            msgs[0] = {**msgs[0], "content": msgs[0]["content"].rstrip() + tools_line(listed)}
+    else:
+        msgs.insert(0, system_message(listed))
+    return [*msgs, chat_message({**chosen, "role": "assistant"}, names)]
+
+
+def preference_pair(msgs: list[dict], rejected: dict, use: CorrectionUse) -> dict:
+    """chosen = the correction, rejected = the student's answer, prompt = the request's messages (as the SFT example
+    sees them): a preference_v1 record with the correction's provenance."""
+    student = chat_message({**rejected, "role": "assistant"}, {})
+    return pair_record(msgs[:-1], msgs[-1], student, session_id=session_id(use.experience_id),
+                       source="correction", correction_id=use.correction_id, experience_id=use.experience_id,
+                       teacher_model=use.teacher_model)
+
+
+def allowed(config: BuildConfig, fresh: int, pending: int) -> int:
+    """How many corrections this build takes: at most `corrections_share` of the new train examples (sessions' and
+    corrections' together), but never fewer than `corrections_min` (so they do not starve in a build with few or no
+    new sessions); the rest wait for the next build."""
+    if not config.corrections or not pending:
+        return 0
+    share = config.corrections_share
+    by_share = math.floor(fresh * share / (1 - share) + 1e-9) if share else 0
+    return min(pending, max(by_share, config.corrections_min if share else 0))
+
+
+def use_of(t: Any) -> CorrectionUse:
+    """The manifest's entry for one `app.core.experience.corrections.Trainable`."""
+    return CorrectionUse(correction_id=t.correction_id, experience_id=t.experience_id, teacher_model=t.teacher_model,
+                         source=t.source, created_at=t.created_at or "", cost=t.cost)
