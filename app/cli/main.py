@@ -257,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli.capture import register
     from app.cli.daemon import register as register_daemon
     from app.cli.datasets import register as register_datasets
+    from app.cli.experience import register as register_experience
     from app.cli.judge import register as register_judge
     from app.cli.mcp import register as register_mcp
     from app.cli.queue import register as register_queue
@@ -269,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_judge(sub)
     register_ship(sub)
     register_school(sub)
+    register_experience(sub)
     register_daemon(sub)
     register_mcp(sub)
     return parser

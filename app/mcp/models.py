@@ -115,3 +115,24 @@ class Answer(BaseModel):
 class Mark(Open):
     session: str
     weight: float = Field(description="the session's weight in the next dataset: 2 good, 0 left out")
+
+
+class Feedback(Open):
+    """An experience after the client's feedback (without its request and answer)."""
+
+    id: str = Field(description="the experience's id (the X-Nightschool-Experience header of the answer)")
+    state: str = Field(description="recorded, flagged (waits for a correction) or corrected")
+    feedback: str | None = Field(None, description="up or down")
+    reasons: list[dict[str, str]] = Field(default_factory=list, description="why it needs improvement: {kind, text}")
+    corrections: list[dict[str, Any]] = Field(default_factory=list,
+                                              description="its corrections: state (accepted, waiting, rejected), "
+                                                          "reason, source")
+
+
+class ExperienceSummary(Open):
+    enabled: bool = Field(description="whether the built-in server records what it answers (off by default)")
+    total: int = Field(description="entries in the buffer")
+    by_state: dict[str, int] = Field(description="entries per state: recorded, flagged, corrected")
+    by_reason: dict[str, int] = Field(description="flagged entries per reason: invalid_tool_call, rambled, empty, "
+                                                  "client, contradicted")
+    corrections: dict[str, int] = Field(description="corrections per state: waiting, accepted, rejected")

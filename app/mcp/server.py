@@ -10,7 +10,7 @@ import contextlib
 import socket
 import sys
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.auth.provider import AccessToken
@@ -21,9 +21,21 @@ from pydantic import Field
 
 from app.core.base.errors import Explained
 from app.core.base.store import Store
+from app.core.experience import buffer, config
 from app.core.runtime.school import School
 from app.mcp import DEFAULT_PORT, PATH, access
-from app.mcp.models import Answer, Checkpoints, Cycle, Evaluation, History, Mark, Started, Status
+from app.mcp.models import (
+    Answer,
+    Checkpoints,
+    Cycle,
+    Evaluation,
+    ExperienceSummary,
+    Feedback,
+    History,
+    Mark,
+    Started,
+    Status,
+)
 
 NAME = "nightschool"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -31,7 +43,9 @@ INSTRUCTIONS = (
     "Nightschool trains a small local model (the student) on coding-agent sessions, cycle after cycle. "
     "`status` says what the student is, what the next cycle waits for and where the current one stands; "
     "`run_cycle_now` starts one; a cycle in state 'approval' waits for `approve_deployment` or `refuse_deployment`; "
-    "`mark_session` weighs a captured session for the next dataset; `ask_student` asks the served student.")
+    "`mark_session` weighs a captured session for the next dataset; `ask_student` asks the served student; "
+    "`experience_feedback` rates one of the student's answers (id from its X-Nightschool-Experience header), "
+    "optionally with a better answer; `experience_summary` counts what the experience buffer holds.")
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -137,7 +151,35 @@ def build_server(store: Store | None = None, *, token_auth: bool = False, url: s
         with _explained():
             return Mark.model_validate(school.mark_session(session_id, good, note))
 
+    _experience_tools(server, school.store)
     return server
+
+
+def _experience_tools(server: MCPServer, store: Store) -> None:
+    """The experience buffer's tools: rate an answer of the served student, count what the buffer holds."""
+    @_tool(server, ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))
+    def experience_feedback(
+            experience: Annotated[str, Field(description="the answer's id: the X-Nightschool-Experience header the "
+                                                         "built-in server sent with it")],
+            rating: Annotated[Literal["up", "down"], Field(description="'up': a good answer, 'down': a bad one")],
+            correction: Annotated[str | dict[str, Any] | None,
+                                  Field(description="optional: the better answer, as text or an assistant message "
+                                                    "{role, content, tool_calls}; it is validated before it may "
+                                                    "train")] = None,
+            note: Annotated[str, Field(description="optional: why, in a sentence")] = "") -> Feedback:
+        """Rate one of the served student's answers. 'down' flags it for a teacher's correction; a correction you
+        give is validated (it must parse, call the request's tools validly and end its turn) and, when accepted,
+        trains the next cycle. A malformed call is refused with what was wrong."""
+        with _explained():
+            entry = buffer.feedback(store, experience, rating, correction, note, by="mcp")
+        return Feedback.model_validate({k: v for k, v in entry.items() if k not in ("request", "answer")})
+
+    @_tool(server, READ)
+    def experience_summary() -> ExperienceSummary:
+        """What the experience buffer holds: whether it records, entries by state, flagged entries by reason, and
+        corrections by state (waiting ones need a person's review)."""
+        with _explained():
+            return ExperienceSummary(enabled=config.buffer(store).enabled, **buffer.counts(store))
 
 
 def _version() -> str:

@@ -12,6 +12,8 @@ from app.ui.capture import CaptureController, is_chat_file, redirect_note
 from app.ui.capture_panel import CapturePanel
 from app.ui.datasets import DatasetsController
 from app.ui.datasets_panel import DatasetsPanel
+from app.ui.experience import ExperienceController
+from app.ui.experience_panel import ExperiencePanel
 from app.ui.judge import JudgeController
 from app.ui.judge_panel import JudgePanel
 from app.ui.queue import QueueController
@@ -85,6 +87,11 @@ class MainWindow(QMainWindow):
         self.ship = ShipPanel(self.ship_controller)
         self.tabs.addTab(self.ship, "Ship")
         self.ship_controller.message.connect(self.show_status)
+        self.experience_controller = ExperienceController(controller.manager.store)  # reads the store every few s
+        self.experience = ExperiencePanel(self.experience_controller)
+        self.tabs.addTab(self.experience, "Experience")
+        self.experience_controller.message.connect(self.show_status)
+        self.experience_controller.start()
         self.banner = Banner()  # notifications when the desktop has no system tray
         central = QWidget()
         layout = QVBoxLayout(central)
@@ -197,3 +204,4 @@ class MainWindow(QMainWindow):
             self.datasets_controller.stop()  # a running build is cancelled: nothing half-built is registered
         self.judge_controller.stop()  # a running evaluation ends on its own; its result is dropped
         self.ship_controller.stop()  # a running export is cancelled; the model server keeps serving
+        self.experience_controller.stop()  # a running "Correct now" finishes on its own; its outcome is dropped

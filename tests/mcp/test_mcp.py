@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = {"status", "history", "checkpoints", "evaluate", "run_cycle_now", "approve_deployment", "refuse_deployment",
-         "ask_student", "mark_session"}
+         "ask_student", "mark_session", "experience_feedback", "experience_summary"}
 DEADLINE_S = 60.0
 
 
