@@ -72,6 +72,8 @@ def server(shippable_model, tmp_path_factory):
 def ns_home(server, monkeypatch) -> Path:
     """Every test works in the server's data dir (overrides the private one per test)."""
     monkeypatch.setenv("NIGHTSCHOOL_HOME", str(server.home))
+    monkeypatch.setenv("NIGHTSCHOOL_CONFIG", str(server.home.parent / "config"))  # the teacher key: never the home
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
     return server.home
 
 
