@@ -58,3 +58,61 @@ class BackgroundController(QObject):
         if busy != self.busy:
             self.busy = busy
             self.busy_changed.emit(busy)
+
+
+class PolledController(BackgroundController):
+    """A controller that re-reads its state on a thread: one read at a time (a request meanwhile reads once more after
+    it), a failed read said once in the banner (the next read tries again), `reads` counting the good ones. Subclasses
+    give `_reader` (on the GUI thread: the call to run on the worker) and `_apply` (its result, on the GUI thread),
+    and a `changed` signal."""
+
+    READS = "The state"  # what could not be read, in the banner's words
+    THREAD = "read"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+        self.read_error = ""
+        self._reading = False
+        self._again = False
+
+    def _reader(self) -> Callable[[], object]:
+        raise NotImplementedError
+
+    def _apply(self, result) -> None:
+        raise NotImplementedError
+
+    def refresh(self) -> None:
+        """Read on a thread (one read at a time; a request meanwhile reads again after it)."""
+        if self._closed:
+            return
+        if self._reading:
+            self._again = True
+            return
+        self._reading = True
+        read = self._reader()
+
+        def body() -> None:
+            try:
+                result = read()
+            except Exception as exc:  # noqa: BLE001 - said once in the banner; the next read tries again
+                result = exc
+            self._post(self._on_read, (result,))
+
+        threading.Thread(target=body, name=self.THREAD, daemon=True).start()
+
+    def _on_read(self, result) -> None:
+        self._reading = False
+        if isinstance(result, Exception):
+            why = f"{self.READS} could not be read — {type(result).__name__}: {result}"
+            if why != self.read_error:
+                self.message.emit("error", why)
+            self.read_error = why
+        else:
+            self.read_error = ""
+            self._apply(result)
+            self.reads += 1
+            self.changed.emit()
+        if self._again:
+            self._again = False
+            self.refresh()

@@ -16,7 +16,7 @@ from PySide6.QtCore import QTimer, Signal
 from app.core.base.errors import Explained
 from app.core.base.store import Store
 from app.core.experience import buffer as B, config as C, corrections as K, keys, teacher as T
-from app.ui.background import BackgroundController
+from app.ui.background import PolledController
 from app.ui.school_words import local_hhmm
 
 REFRESH_MS = 3000
@@ -209,10 +209,11 @@ def run_words(run: dict) -> str:
 
 
 # --- the controller --------------------------------------------------------------------------------------------------
-class ExperienceController(BackgroundController):
+class ExperienceController(PolledController):
     """`changed` after every read; `ran` with the words of a finished "Correct now"; `correcting_changed` while the
     teacher works. Commands run one at a time in order (settings are read, changed and written whole)."""
 
+    READS, THREAD = "The experience buffer", "experience-read"
     changed = Signal()
     ran = Signal(str)
     correcting_changed = Signal(bool)
@@ -222,12 +223,9 @@ class ExperienceController(BackgroundController):
         self.store = store
         self.snapshot: Snapshot | None = None
         self.key_place = ""  # read once, then after each change (a keyring can ask to be unlocked: not polled)
-        self.reads = 0
-        self.read_error = ""
         self.correcting = False
         self.last_run = ""
-        self._reading = False
-        self._again = False
+        self._want_key = False
         self._commands = ThreadPoolExecutor(max_workers=1, thread_name_prefix="experience-cmd")
         self._timer = QTimer(self)
         self._timer.setInterval(refresh_ms)
@@ -245,40 +243,16 @@ class ExperienceController(BackgroundController):
 
     # --- reading ---------------------------------------------------------------------------------------------------
     def refresh(self, with_key: bool = False) -> None:
-        """Read on a thread (one read at a time; a request meanwhile reads again after it)."""
-        if self._closed:
-            return
-        if self._reading:
-            self._again = True
-            return
-        self._reading = True
-        with_key = with_key or not self.key_place
+        self._want_key = self._want_key or with_key or not self.key_place
+        super().refresh()
 
-        def body() -> None:
-            try:
-                result: Any = (read_snapshot(self.store), key_place() if with_key else None)
-            except Exception as exc:  # noqa: BLE001 - said once in the banner; the next read tries again
-                result = exc
-            self._post(self._on_read, (result,))
+    def _reader(self):
+        with_key, self._want_key = self._want_key, False
+        return lambda: (read_snapshot(self.store), key_place() if with_key else None)
 
-        threading.Thread(target=body, name="experience-read", daemon=True).start()
-
-    def _on_read(self, result) -> None:
-        self._reading = False
-        if isinstance(result, Exception):
-            why = f"The experience buffer could not be read — {type(result).__name__}: {result}"
-            if why != self.read_error:
-                self.message.emit("error", why)
-            self.read_error = why
-        else:
-            self.read_error = ""
-            self.snapshot, place = result
-            self.key_place = place if place is not None else self.key_place
-            self.reads += 1
-            self.changed.emit()
-        if self._again:
-            self._again = False
-            self.refresh()
+    def _apply(self, result) -> None:
+        self.snapshot, place = result
+        self.key_place = place if place is not None else self.key_place
 
     # --- commands --------------------------------------------------------------------------------------------------
     def set_enabled(self, on: bool) -> None:

@@ -15,7 +15,7 @@ from app.core.base.store import Store
 from app.core.runtime.bus import NOTIFY
 from app.core.runtime.cycles import STAGES
 from app.core.runtime.school import School
-from app.ui.background import BackgroundController
+from app.ui.background import PolledController
 
 REFRESH_MS = 5000  # the state is read this often (the session count and the reasons a cycle waits change slowly)
 SOON_MS = 150  # events coalesce into one read
@@ -25,10 +25,11 @@ REFRESH_ON = ("cycle.started", "cycle.stage", "cycle.done", "cycle.refused", "cy
               "server.restored", "server.restarted", "job.ended")
 
 
-class SchoolController(BackgroundController):
+class SchoolController(PolledController):
     """`changed` after every read (and when a stage event arrives), `progress` for the running stage's progress,
     `notice` for the events a person is told about (only news: replayed history is not notified again)."""
 
+    READS, THREAD = "The school's state", "school-read"
     changed = Signal()
     progress = Signal(object)  # the latest `cycle.progress` event of the current cycle
     notice = Signal(object)  # a NOTIFY event
@@ -41,10 +42,6 @@ class SchoolController(BackgroundController):
         self.history: list[dict[str, Any]] = []
         self.live: dict[str, Any] = {}  # {"cycle", "stage"} from the last cycle.stage event
         self.last_progress: dict[str, Any] | None = None
-        self.reads = 0
-        self.read_error = ""
-        self._reading = False
-        self._again = False
         self._tickets = itertools.count()
         self._serving = 0  # the ticket whose command may run now
         self._turn = threading.Condition()
@@ -69,48 +66,20 @@ class SchoolController(BackgroundController):
         self._soon.stop()
 
     # --- reading ---------------------------------------------------------------------------------------
-    def refresh(self) -> None:
-        """Read the state on a thread (one read at a time; a request meanwhile reads again after it)."""
-        if self._closed:
-            return
-        if self._reading:
-            self._again = True
-            return
-        self._reading = True
-
-        def body() -> None:
-            try:
-                result: Any = (self.school.status(), self.school.history(HISTORY))
-            except Exception as exc:  # noqa: BLE001 - said once in the banner; the next read tries again
-                result = exc
-            self._post(self._on_read, (result,))
-
-        threading.Thread(target=body, name="school-read", daemon=True).start()
+    def _reader(self):
+        return lambda: (self.school.status(), self.school.history(HISTORY))
 
     def refresh_soon(self) -> None:
         if not self._soon.isActive():
             self._soon.start()
 
-    def _on_read(self, result) -> None:
-        self._reading = False
-        if isinstance(result, Exception):
-            why = f"The school's state could not be read — {type(result).__name__}: {result}"
-            if why != self.read_error:
-                self.message.emit("error", why)
-            self.read_error = why
-        else:
-            self.read_error = ""
-            self.status, self.history = result
-            cycle = self.status.get("cycle")
-            if cycle is None or cycle["id"] != self.live.get("cycle"):
-                self.live = {}
-            elif self.live.get("stage") and STAGES.index(self.live["stage"]) > STAGES.index(cycle["stage"]):
-                cycle["stage"] = self.live["stage"]  # the read began before the event: the event is newer
-            self.reads += 1
-            self.changed.emit()
-        if self._again:
-            self._again = False
-            self.refresh()
+    def _apply(self, result) -> None:
+        self.status, self.history = result
+        cycle = self.status.get("cycle")
+        if cycle is None or cycle["id"] != self.live.get("cycle"):
+            self.live = {}
+        elif self.live.get("stage") and STAGES.index(self.live["stage"]) > STAGES.index(cycle["stage"]):
+            cycle["stage"] = self.live["stage"]  # the read began before the event: the event is newer
 
     # --- the runtime's events ----------------------------------------------------------------------------
     def on_event(self, event: dict) -> None:

@@ -8,6 +8,7 @@ import pytest
 from app.core.experience import buffer, config, corrections, validate
 from app.core.experience.buffer import Recorded
 from app.core.experience.corrections import CorrectionError
+from app.core.experience.errors import ExperienceError
 
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
           "additionalProperties": False}
@@ -145,7 +146,7 @@ def test_deciding_a_correction_that_is_not_waiting_is_refused_with_its_state(sto
 
 
 def test_offering_for_an_unknown_entry_or_source_is_refused(store):
-    with pytest.raises(CorrectionError, match="there is no experience 'nope'"):
+    with pytest.raises(ExperienceError, match="there is no experience 'nope'"):
         corrections.offer(store, "nope", {"content": "x"})
     flagged(store)
     with pytest.raises(CorrectionError, match="source"):

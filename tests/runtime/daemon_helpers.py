@@ -13,14 +13,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def start_daemon(home: Path) -> subprocess.Popen:
-    """`nightschool daemon` on `home`; returns once it holds the data dir's lock."""
+    """`nightschool daemon` on `home`; returns once it holds the data dir's lock and its status channel is named
+    there (the lock names the pid first, the channel just after: a viewer that came in between found no channel)."""
     from app.core.runtime import lock
 
     env = {**os.environ, "NIGHTSCHOOL_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     log = (home / "daemon-test.log").open("ab")
     proc = subprocess.Popen([sys.executable, "-m", "app.cli.main", "daemon"], cwd=REPO, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    wait_for(lambda: (lock.holder() or {}).get("pid") == proc.pid, 120, "the daemon to hold the lock",
+    wait_for(lambda: (lock.holder() or {}).get("pid") == proc.pid and "channel" in lock.holder(), 120,
+             "the daemon to hold the lock and open its status channel",
              alive=lambda: proc.poll() is None)
     return proc
 

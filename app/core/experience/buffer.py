@@ -9,17 +9,13 @@ from typing import Any
 
 from sqlalchemy import delete, func, select
 
-from app.core.base.errors import Explained
 from app.core.base.schema import CorrectionRow, ExperienceRow
 from app.core.base.store import Store
 from app.core.experience import flags as F
 from app.core.experience.config import BufferConfig
+from app.core.experience.errors import ExperienceError, no_experience
 
 RATINGS = ("up", "down")
-
-
-class ExperienceError(Explained, ValueError):
-    """A feedback call or a lookup that cannot be done: which entry, what was wrong, what to send instead."""
 
 
 @dataclass
@@ -60,10 +56,7 @@ def record(store: Store, entry: Recorded) -> str:
 def _row(s, exp_id: str) -> ExperienceRow:
     row = s.get(ExperienceRow, exp_id)
     if row is None:
-        raise ExperienceError(f"there is no experience {exp_id!r}",
-                              why="it was never recorded, or retention deleted it",
-                              fix="use an id from `nightschool experience list` or the X-Nightschool-Experience "
-                                  "header of the answer")
+        raise no_experience(exp_id)
     return row
 
 

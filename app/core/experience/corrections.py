@@ -8,17 +8,17 @@ from typing import Any
 
 from sqlalchemy import select
 
-from app.core.base.errors import Explained
 from app.core.base.schema import CorrectionRow, ExperienceRow
 from app.core.base.store import Store
 from app.core.capture.scrub import Scrubber
 from app.core.experience import config, validate
+from app.core.experience.errors import ExperienceError, no_experience
 
 SOURCES = ("teacher", "client")
 PENDING = ("waiting", "accepted")  # a correction in these states stands for its experience (state "corrected")
 
 
-class CorrectionError(Explained, ValueError):
+class CorrectionError(ExperienceError):
     """A correction that cannot be offered or decided: which one, its state, what to do instead."""
 
 
@@ -140,10 +140,7 @@ def experience_row(s, exp_id: str) -> ExperienceRow:
     """The entry a correction is for (looked up here: buffer imports this module, not the other way round)."""
     row = s.get(ExperienceRow, exp_id)
     if row is None:
-        raise CorrectionError(f"there is no experience {exp_id!r}",
-                              why="it was never recorded, or retention deleted it",
-                              fix="use an id from `nightschool experience list` or the X-Nightschool-Experience "
-                                  "header of the answer")
+        raise no_experience(exp_id)
     return row
 
 

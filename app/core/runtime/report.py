@@ -69,7 +69,8 @@ def own_work(built: dict) -> dict | None:
 
 
 def _own_words(own: dict | None) -> str:
-    if own is None:
+    """The summary's words on the student's own work ("" when the cycle took none: the card's field still says 0)."""
+    if own is None or not (own["examples"] or own["pairs"]):
         return ""
     examples, pairs = own["examples"], own["pairs"]
     return (f"{examples} example{'s' if examples != 1 else ''} and {pairs} preference pair{'s' if pairs != 1 else ''} "
@@ -80,7 +81,7 @@ def _summary(cycle: Cycle, deltas: dict, verdict: str, own: dict | None = None) 
     agreement = deltas.get("agreement", {})
     loss = deltas.get("loss", {})
     parts = [f"cycle {cycle.id}"]
-    if own is not None:
+    if _own_words(own):
         parts.append(_own_words(own))
     for words, m in (("held-out loss", loss), ("agreement", agreement)):
         if m.get("candidate") is not None and m.get("previous") is not None:
