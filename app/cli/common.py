@@ -1,10 +1,14 @@
-"""What the CLI's commands share: the store, a worker's progress as tqdm bars, refusals printed as sentences."""
+"""What the CLI's commands share: the store, a worker's progress as tqdm bars, refusals printed as sentences, settings
+shown and set by key."""
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import PurePath
+from typing import Any
 
 from tqdm import tqdm
 
@@ -90,3 +94,46 @@ def row_dict(row, exclude: tuple[str, ...] = ()) -> dict:
                 pass
         out[key] = value
     return json.loads(json.dumps(out, default=_plain))
+
+
+def grouped(n) -> str:
+    """12400 → '12 400' ('-' for none)."""
+    return "-" if n is None else f"{int(n):,}".replace(",", " ")
+
+
+@dataclass
+class SettingsCommand:
+    """One group of settings as a command (`… KEY VALUE` sets, `… KEY` shows one, alone shows all): how to read them,
+    change one (a bad key or value is refused with what is accepted), and what each accepts, in words."""
+
+    load: Callable[[], dict]
+    change: Callable[[str, Any], dict]
+    accepts: Callable[[str], str]
+    usage: str  # how to change one, e.g. "nightschool school policy KEY VALUE"
+    applies: str = ""  # when a change takes effect, e.g. " (the runtime uses it at its next look)"
+    prefix: str = ""  # before a changed key's name, e.g. "teacher "
+    extra: Callable[[], dict[str, Any]] | None = None  # more data shown with all of them (in --json as it is)
+    lines: Callable[[dict[str, Any]], list[str]] = lambda extra: []  # … and as lines under the listing
+
+
+def show_or_set(args, cmd: SettingsCommand) -> int:
+    if args.key is not None and args.value is not None:
+        data = cmd.change(args.key, args.value)
+        if args.json:
+            return print_json(data)
+        print(f"{cmd.prefix}{args.key} = {data[args.key]}{cmd.applies}")
+        return 0
+    data = cmd.load()
+    if args.key is not None and args.key not in data:
+        cmd.change(args.key, None)  # refused: names the settings there are
+    extra = cmd.extra() if cmd.extra and not args.key else {}
+    if args.json:
+        return print_json({args.key: data[args.key]} if args.key else {**data, **extra})
+    for name in [args.key] if args.key else list(data):
+        shown = "(not set)" if data[name] == "" else str(data[name])
+        print(f"{name:16} {shown:28} accepts {cmd.accepts(name)}")
+    if not args.key:
+        for line in cmd.lines(extra):
+            print(line)
+        print(f"change one: {cmd.usage}")
+    return 0

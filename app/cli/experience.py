@@ -3,14 +3,14 @@ buffer (the student's own answers), the teacher's corrections and the teacher's 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import getpass
 import sys
 from typing import Any
 
-from app.cli.common import open_store, print_json, refusals
+from app.cli.common import SettingsCommand, grouped, open_store, print_json, refusals, show_or_set
 from app.cli.school import when
+from app.cli.teacher import cmd_teacher
 from app.core.base.errors import Explained
+from app.core.base.settings import accepted
 
 STATES = ("recorded", "flagged", "corrected")
 KINDS = ("invalid_tool_call", "rambled", "empty", "client", "contradicted")
@@ -25,11 +25,6 @@ class ExperienceCliError(Explained):
 
 
 # --- formatting --------------------------------------------------------------------------------------------------
-def tokens(n: Any) -> str:
-    """12400 → '12 400'."""
-    return "-" if n is None else f"{int(n):,}".replace(",", " ")
-
-
 def oneline(text: Any, n: int = 100) -> str:
     text = " ".join(str(text or "").split())
     return text if len(text) <= n else text[: n - 1] + "…"
@@ -44,7 +39,7 @@ def counted(values: dict, order: tuple[str, ...] = ()) -> str:
 def buffer_line(cfg) -> str:
     if cfg.enabled:
         return (f"Buffer: on — the built-in server records what it answers (scrubbed; kept at most "
-                f"{tokens(cfg.max_rows)} entries / {cfg.max_age_days:g} days)")
+                f"{grouped(cfg.max_rows)} entries / {cfg.max_age_days:g} days)")
     return "Buffer: off — nothing is recorded (turn it on: nightschool experience on)"
 
 
@@ -54,20 +49,6 @@ def message_text(message: dict) -> str:
     said = [str(message.get("content") or "")] + [f"{f.get('name')}({oneline(f.get('arguments'), 60)})"
                                                    for f in calls]
     return oneline(" ".join(s for s in said if s), 160) or "(empty)"
-
-
-def usage_line(usage: dict | None) -> str:
-    if not usage:
-        return "Budget: unknown (the teacher module is not available)"
-    line = f"Budget: {tokens(usage.get('tokens_today'))} of {tokens(usage.get('tokens_per_day'))} tokens today"
-    if usage.get("left") is not None:
-        line += f" ({tokens(usage['left'])} left)"
-    if usage.get("blocked_until"):
-        line += f"; the teacher asked to wait until {when(usage['blocked_until'])}"
-    if not usage.get("configured", True):
-        line += "\n  the teacher is not set up: nightschool experience teacher url URL; … teacher model NAME; " \
-                "… teacher key --stdin"
-    return line
 
 
 # --- reading -----------------------------------------------------------------------------------------------------
@@ -89,20 +70,6 @@ def resolve(store, given: str) -> str:
                                  why=f"it matches {', '.join(found[:5])}{' …' if len(found) > 5 else ''}",
                                  fix="type more of the id")
     return found[0] if found else given  # an unknown id: the buffer says so
-
-
-def usage_of(store) -> dict:
-    from app.core.experience import teacher
-
-    return teacher.usage(store)
-
-
-def key_place() -> str:
-    """Where the teacher's key is kept, in words (never the key)."""
-    from app.core.experience import keys
-
-    place = keys.where()
-    return "no key set (nightschool experience teacher key --stdin)" if place == "none" else place
 
 
 # --- printing ----------------------------------------------------------------------------------------------------
@@ -174,21 +141,13 @@ def print_correction(c: dict) -> None:
 
 def print_run(run: dict) -> None:
     print(f"tried {run['tried']}: {run['accepted']} accepted, {run['waiting']} waiting for review, "
-          f"{run['rejected']} rejected, {run['failed']} failed; {tokens(run['tokens_used'])} tokens used, "
-          f"{tokens(run['budget_left'])} left today")
+          f"{run['rejected']} rejected, {run['failed']} failed; {grouped(run['tokens_used'])} tokens used, "
+          f"{grouped(run['budget_left'])} left today")
     print(f"stopped: {run['stopped_because']}" if run["stopped_because"] else
           "every due answer was tried" if run["tried"] else
           "nothing to do: no flagged answer is due (each has a correction or waits out its cooldown)")
     for d in run.get("details") or []:
         print(f"  {str(d.get('experience_id'))[:14]:14} {d.get('outcome', ''):9} {d.get('reason', '')}")
-
-
-def print_settings(data: dict, model, key: str | None) -> None:
-    from app.core.base.settings import accepted
-
-    for name in [key] if key else list(data):
-        shown = "(not set)" if data[name] == "" else str(data[name])
-        print(f"{name:16} {shown:28} accepts {accepted(model, name)}")
 
 
 # --- commands ----------------------------------------------------------------------------------------------------
@@ -226,7 +185,7 @@ def cmd_correct_now(args) -> int:
         from app.core.experience import teacher
 
         print("asking the teacher…", file=sys.stderr, flush=True)
-        run = dataclasses.asdict(teacher.correct(open_store(), limit=args.limit, by="cli"))
+        run = teacher.correct(open_store(), limit=args.limit, by="cli").as_dict()
         if args.json:
             return print_json(run)
         print_run(run)
@@ -257,7 +216,7 @@ def cmd_switch(args) -> int:
         if args.json:
             return print_json(cfg.model_dump())
         if args.on:
-            print("experience buffer on: " + ON_WORDS.format(rows=tokens(cfg.max_rows), days=f"{cfg.max_age_days:g}")
+            print("experience buffer on: " + ON_WORDS.format(rows=grouped(cfg.max_rows), days=f"{cfg.max_age_days:g}")
                   + ".\n  the limits: nightschool experience settings · turn it off: nightschool experience off")
         else:
             kept = buffer.counts(store)["total"]
@@ -268,108 +227,16 @@ def cmd_switch(args) -> int:
 
 
 def cmd_settings(args) -> int:
-    def go() -> int:
-        from app.core.experience import config
-
-        store = open_store()
-        if args.key is not None and args.value is not None:
-            cfg = config.set_buffer(store, args.key, args.value)
-            if args.json:
-                return print_json(cfg.model_dump())
-            print(f"{args.key} = {getattr(cfg, args.key)} (the server uses it for the next request)")
-            return 0
-        data = config.buffer(store).model_dump()
-        if args.key is not None and args.key not in data:
-            config.set_buffer(store, args.key, None)  # refused: names the settings there are
-        if args.json:
-            return print_json({args.key: data[args.key]} if args.key else data)
-        print_settings(data, config.BufferConfig, args.key)
-        if not args.key:
-            print("change one: nightschool experience settings KEY VALUE")
-        return 0
-    return refusals(go)
-
-
-def cmd_teacher(args) -> int:
-    if args.key == "key":
-        return refusals(lambda: teacher_key(args))
-    if args.key == "usage":
-        return refusals(lambda: teacher_usage(args))
-    return refusals(lambda: teacher_settings(args))
-
-
-def teacher_settings(args) -> int:
     from app.core.experience import config
 
-    store = open_store()
-    if args.stdin or args.clear:
-        raise ExperienceCliError("--stdin and --clear go with `teacher key`",
-                                 fix="nightschool experience teacher key --stdin < keyfile")
-    if args.key is not None and args.value is not None:
-        cfg = config.set_teacher(store, args.key, args.value)
-        if args.json:
-            return print_json(cfg.model_dump())
-        print(f"teacher {args.key} = {getattr(cfg, args.key)}")
-        return 0
-    data = config.teacher(store).model_dump()
-    if args.key is not None and args.key not in data:
-        config.set_teacher(store, args.key, None)  # refused: names the settings there are
-    if args.json:
-        out = {args.key: data[args.key]} if args.key else {**data, "key": key_place(), "usage": usage_of(store)}
-        return print_json(out)
-    print_settings(data, config.TeacherConfig, args.key)
-    if not args.key:
-        print(f"{'key':16} {key_place()}")
-        print(usage_line(usage_of(store)))
-        print("change one: nightschool experience teacher KEY VALUE · the key: nightschool experience teacher key "
-              "--stdin")
-    return 0
-
-
-def teacher_key(args) -> int:
-    """Store the key read from stdin (never from the command line: that shows in `ps` and the shell's history)."""
-    from app.core.experience import keys
-
-    if args.value is not None:
-        raise ExperienceCliError("the key is not taken from the command line",
-                                 why="a command line shows in the process list and the shell's history",
-                                 fix="nightschool experience teacher key --stdin < keyfile (or type it after "
-                                     "`nightschool experience teacher key --stdin`)")
-    if args.clear:
-        keys.clear_key()
-        return print_json({"key": None}) if args.json else _said("the teacher's key is removed")
-    if not args.stdin:
-        place = key_place()
-        return print_json({"key": place}) if args.json else _said(f"the teacher's key: {place}")
-    key = read_secret()
-    if not key:
-        raise ExperienceCliError("no key was given", why="stdin was empty",
-                                 fix="nightschool experience teacher key --stdin < keyfile")
-    place = keys.set_key(key)
-    return print_json({"key": place}) if args.json else _said(f"the teacher's key is kept in {place} (never in the "
-                                                               "data dir, the logs or the datasets)")
-
-
-def read_secret() -> str:
-    """The key from stdin: typed without echo at a terminal, else the first line of what is piped in."""
-    if sys.stdin.isatty():
-        return getpass.getpass("the teacher's API key: ").strip()
-    return (sys.stdin.readline() or "").strip()
-
-
-def teacher_usage(args) -> int:
-    from app.core.experience import teacher
-
-    usage = teacher.usage(open_store())
-    if args.json:
-        return print_json(usage)
-    print(usage_line(usage))
-    return 0
-
-
-def _said(text: str) -> int:
-    print(text)
-    return 0
+    def go() -> int:
+        store = open_store()
+        return show_or_set(args, SettingsCommand(
+            load=lambda: config.buffer(store).model_dump(),
+            change=lambda key, value: config.set_buffer(store, key, value).model_dump(),
+            accepts=lambda key: accepted(config.BufferConfig, key), usage="nightschool experience settings KEY VALUE",
+            applies=" (the server uses it for the next request)"))
+    return refusals(go)
 
 
 def register(sub) -> None:

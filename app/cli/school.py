@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime, timezone
 
-from app.cli.common import open_store, print_json, refusals
+from app.cli.common import SettingsCommand, open_store, print_json, refusals, show_or_set
 
 START_HINT = ("start one: `nightschool daemon` (or open the window; `nightschool daemon install` starts it at "
               "login)")
@@ -276,24 +276,9 @@ def cmd_policy(args) -> int:
         from app.core.runtime import policy as pol
 
         school = _school()
-        if args.key is not None and args.key not in pol.Policy.model_fields:
-            raise pol.PolicyError(f"there is no policy key {args.key!r}",
-                                  fix=f"use one of: {', '.join(pol.Policy.model_fields)}")
-        if args.key is not None and args.value is not None:
-            data = school.set_policy(args.key, args.value)
-            if args.json:
-                return print_json(data)
-            print(f"{args.key} = {data[args.key]} (the runtime uses it at its next look)")
-            return 0
-        data = school.policy()
-        if args.json:
-            return print_json({args.key: data[args.key]} if args.key else data)
-        keys = [args.key] if args.key else list(data)
-        for key in keys:
-            print(f"{key:18} {str(data[key]):14} accepts {pol.accepted(key)}")
-        if not args.key:
-            print("change one: nightschool school policy KEY VALUE")
-        return 0
+        return show_or_set(args, SettingsCommand(
+            load=school.policy, change=school.set_policy, accepts=pol.accepted,
+            usage="nightschool school policy KEY VALUE", applies=" (the runtime uses it at its next look)"))
     return refusals(go)
 
 

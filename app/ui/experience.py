@@ -160,7 +160,7 @@ def correction_preview(c: dict | None) -> str:
     entry = c.get("entry") or {}
     asked = [m for m in (entry.get("request") or {}).get("messages") or [] if m.get("role") == "user"]
     who = c.get("teacher_model") or c.get("source")
-    why = "; ".join(f"{REASON_WORDS.get(r['kind'], r['kind'])}: {r['text']}" for r in entry.get("reasons") or [])
+    why = "; ".join(r["text"] for r in entry.get("reasons") or [])  # each reason is already a sentence
     return (f"Asked: {message_text(asked[-1]) if asked else '(no user message)'}\n\n"
             f"Student: {message_text(entry.get('answer'))}\n"
             + (f"  — {why}\n" if why else "")

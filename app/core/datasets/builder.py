@@ -7,10 +7,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from sqlalchemy import select
 
@@ -21,63 +21,11 @@ from app.core.datasets import checks, corrections as C, dedup, filters, manifest
 from app.core.datasets.catalog import Registry, default_name
 from app.core.datasets.config import BuildConfig
 from app.core.datasets.convert import Conversation, conversation, trimmed
-from app.core.datasets.errors import BuildError  # noqa: F401 - raised here, imported from here by callers
+from app.core.datasets.errors import BuildError
+from app.core.datasets.examples import Build, Example, Renderer, slim
 from app.core.datasets.splits import SPLITS, assign
-from app.core.experience.corrections import trainable
 
 Progress = Callable[[str, int, int], None]  # (phase, step, total)
-
-
-class Renderer(Protocol):
-    label: str
-    template_sha256: str
-    convention: str
-
-    def count(self, messages: list[dict]) -> int: ...
-    def render(self, messages: list[dict]) -> dict: ...  # text, input_ids, assistant_masks, segments
-    def deep(self, messages: list[dict], rendered: dict) -> list[str]: ...  # template round-trip problems
-
-
-@dataclass
-class Example:
-    id: str
-    session_id: str
-    split: str
-    window: int
-    messages: list[dict]
-    rendered: dict
-    source: str = "new"  # new | replay | heldout (every test example: the held-out set) | correction
-    heldout_by: str = ""  # test examples: the dataset that held their session out
-    provenance: dict = field(default_factory=dict)  # a correction's: correction_id, experience_id, teacher_model …
-
-    def record(self) -> dict:
-        masks = self.rendered["assistant_masks"]
-        rec = {"id": self.id, "session_id": self.session_id, "window": self.window, "source": self.source,
-               "messages": self.messages, "input_ids": self.rendered["input_ids"], "assistant_masks": masks,
-               "tokens": len(masks), "trained": sum(masks), **self.provenance}
-        return {**rec, "heldout_by": self.heldout_by} if self.split == "test" else rec
-
-
-@dataclass
-class Build:
-    """What a build found, kept, excluded and why (becomes report.json and the manifest's counts)."""
-
-    filters: Counter = field(default_factory=Counter)
-    counts: Counter = field(default_factory=Counter)
-    excluded: list[dict] = field(default_factory=list)
-    examples: list[Example] = field(default_factory=list)
-    conversations: dict[str, Conversation] = field(default_factory=dict)
-    splits: dict[str, str] = field(default_factory=dict)  # session id -> split
-    trimmed: set[str] = field(default_factory=set)  # interrupted sessions cut to their completed turns
-    corrections: list[M.CorrectionUse] = field(default_factory=list)  # accepted corrections this build trains on
-    pairs: list[dict] = field(default_factory=list)  # their preference pairs (pairs.jsonl)
-
-    def exclude(self, session_id: str, window: int, problems: list[checks.Problem]) -> None:
-        self.counts["excluded"] += 1
-        for p in problems:
-            self.counts[f"excluded: {p.check}"] += 1
-        self.excluded.append({"session_id": session_id, "window": window,
-                              "problems": [p.as_dict() for p in problems]})
 
 
 def _quiet(*_: Any) -> None:
@@ -159,19 +107,12 @@ def _examples(conv: Conversation, split: str, config: BuildConfig, renderer: Ren
         if problems:
             b.exclude(conv.session_id, w, problems)
             continue
-        _slim(rendered)
+        slim(rendered)
         if len(rendered["input_ids"]) < config.filters.min_tokens:
             b.filters[f"shorter than {config.filters.min_tokens} tokens (examples)"] += 1
             continue
         b.examples.append(Example(M.example_id(msgs, renderer.template_sha256), conv.session_id, split, w, msgs,
                                   rendered, source="heldout" if split == "test" else "new", heldout_by=heldout_by))
-
-
-def _slim(rendered: dict) -> dict:
-    """Once checked, keep only what is written (memory: 10 000 sessions hold every example until the write)."""
-    for key in ("text", "offsets", "problems"):
-        rendered.pop(key, None)
-    return rendered
 
 
 def _heldout(store: Store, config: BuildConfig, b: Build, renderer: Renderer, by: dict[str, str]) -> dict[str, int]:
@@ -187,7 +128,7 @@ def _heldout(store: Store, config: BuildConfig, b: Build, renderer: Renderer, by
             if sid in missing and found.setdefault(sid, ds.name) == ds.name:
                 msgs = rec["messages"]
                 example = Example(M.example_id(msgs, renderer.template_sha256), sid, "test", rec.get("window", 0),
-                                  msgs, _slim(renderer.render(msgs)), source="heldout",
+                                  msgs, slim(renderer.render(msgs)), source="heldout",
                                   heldout_by=rec.get("heldout_by") or by[sid] or ds.name)
                 if example.id not in taken:
                     taken.add(example.id)
@@ -217,11 +158,11 @@ def _replay(store: Store, config: BuildConfig, b: Build, renderer: Renderer, hel
         rec = pool[example_id]
         msgs = rec["messages"]
         rendered = renderer.render(msgs)
-        provenance = {k: rec[k] for k in PROVENANCE if k in rec}
+        provenance = {k: rec[k] for k in C.PROVENANCE if k in rec}
         if provenance:  # a correction's example replayed: still only its last turn trained
-            _train_last_turn(msgs, rendered, renderer)
+            C.train_last_turn(msgs, rendered, renderer)
         b.examples.append(Example(M.example_id(msgs, renderer.template_sha256), rec["session_id"], "train",
-                                  rec.get("window", 0), msgs, _slim(rendered), source="replay",
+                                  rec.get("window", 0), msgs, slim(rendered), source="replay",
                                   provenance=provenance))
     b.counts["replayed"] = min(want, len(rank))
     return [ds.name for ds in earlier]
@@ -265,107 +206,13 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path, prog
     for i, conv in enumerate(convs):
         _examples(conv, b.splits[conv.session_id], config, renderer, b, scrubber, by.get(conv.session_id, ""))
         progress("render", i + 1, len(convs))
-    _corrections(store, config, b, renderer, mode, scrubber)
+    C.take(store, config, b, renderer, mode, scrubber)
     _nonempty(b, mode)
     _count_trimmed(b)
     held = Held(sorted(set(by) - heldout), len(by), _heldout(store, config, b, renderer, by))
     replayed_from = _replay(store, config, b, renderer, frozenset(by)) if mode == "incremental" else []
     _overlap(b)
     return _write(out, config.model_copy(update={"name": name}), mode, renderer, b, held, replayed_from, progress)
-
-
-PROVENANCE = ("correction_id", "experience_id", "teacher_model", "correction_source")
-
-
-def _corrections(store: Store, config: BuildConfig, b: Build, renderer: Renderer, mode: str,
-                 scrubber: Scrubber) -> None:
-    """Accepted corrections into the train split, oldest first: in an incremental build those no earlier dataset of
-    this base model holds, as many as `corrections.allowed` lets in; the rest wait for the next build."""
-    if not config.corrections:
-        return
-    used = Registry(store).corrections_used(config.base_model) if mode == "incremental" else set()
-    pending = [t for t in trainable(store) if t.correction_id not in used]
-    fresh = sum(1 for e in b.examples if e.split == "train" and e.source == "new")
-    room = C.allowed(config, fresh, len(pending))
-    taken = {e.id for e in b.examples}
-    tried = 0
-    for t in pending:
-        if len(b.corrections) >= room:
-            break
-        tried += 1
-        _correction(t, config, renderer, b, scrubber, taken)
-    b.counts["from_corrections"] = sum(1 for e in b.examples if e.source == "correction")
-    b.counts["correction_pairs"] = len(b.pairs)
-    if len(pending) > tried:
-        b.counts["corrections waiting for the next build (share)"] = len(pending) - tried
-
-
-def _correction(t, config: BuildConfig, renderer: Renderer, b: Build, scrubber: Scrubber, taken: set[str]) -> None:
-    """One correction as a train example (checked like a session's; too long: its last window) and its pair."""
-    sid, msgs = C.session_id(t.experience_id), C.messages(t.prompt, t.chosen, t.tools)
-    problems = checks.standard({"messages": msgs}, scrubber)
-    window = None if problems else _last_window(msgs, config, renderer)
-    if window is None and not problems:
-        problems = [checks.Problem("over_length", f"the correction and its request do not fit in "
-                                                  f"{config.max_length} tokens")]
-    rendered = None if problems else renderer.render(window)
-    if rendered is not None:
-        problems += [checks.Problem("round_trip", p) for p in renderer.deep(window, rendered)]
-    if problems:
-        b.counts["corrections excluded"] += 1
-        b.exclude(sid, 0, problems)
-        return
-    _train_last_turn(window, rendered, renderer)
-    use = C.use_of(t)
-    use.example_id = M.example_id(window, renderer.template_sha256)
-    b.corrections.append(use)  # listed even when its example is another's (the same answer again): it is used
-    if use.example_id in taken:
-        return
-    taken.add(use.example_id)
-    pair = C.preference_pair(window, t.rejected, use)
-    if checks.spec_problem(pair, "preference_v1") is None:
-        use.pair_id = pair["id"]
-        b.pairs.append(pair)
-    provenance = {"correction_id": use.correction_id, "experience_id": use.experience_id,
-                  "teacher_model": use.teacher_model, "correction_source": use.source}
-    b.examples.append(Example(use.example_id, sid, "train", 0, window, _slim(rendered), source="correction",
-                              provenance=provenance))
-
-
-def _last_window(msgs: list[dict], config: BuildConfig, renderer: Renderer) -> list[dict] | None:
-    """The messages, or when too long the last turn-boundary window, if it still ends with the correction."""
-    found, _ = windows.windows(msgs, config.max_length, renderer.count)
-    last = found[-1] if found else None
-    return last if last and last[-1] is msgs[-1] else None
-
-
-def _train_last_turn(messages: list[dict], rendered: dict, renderer: Renderer) -> None:
-    """Only the last assistant turn (a correction's) is trained: the tokens of the messages before it are masked, in
-    the preview too."""
-    masks = rendered["assistant_masks"]
-    cut = min(renderer.count(messages[:-1]), len(masks))
-    rendered["assistant_masks"] = [0] * cut + list(masks[cut:])
-    offsets = rendered.get("offsets")
-    if offsets is not None and "segments" in rendered:
-        at = offsets[cut][0] if cut < len(offsets) else len(rendered.get("text", ""))
-        rendered["segments"] = _untrained_before(rendered["segments"], at)
-
-
-def _untrained_before(segments: list[list], at: int) -> list[list]:
-    """Preview segments ([text, trained] runs) with every character before `at` untrained."""
-    out: list[list] = []
-    pos = 0
-    for text, trained in segments:
-        head = max(0, min(len(text), at - pos))
-        for piece, flag in ((text[:head], 0), (text[head:], trained)):
-            if not piece:
-                continue
-            if out and out[-1][1] == flag:
-                out[-1][0] += piece
-            else:
-                out.append([piece, flag])
-        pos += len(text)
-    return out
 
 
 def _nonempty(b: Build, mode: str) -> None:

@@ -12,10 +12,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from app.core.base.store import Store
+from app.core.capture.scrub import Scrubber
+from app.core.datasets import checks, manifest as M, windows
+from app.core.datasets.catalog import Registry
 from app.core.datasets.config import BuildConfig
 from app.core.datasets.convert import system_message, tools_line
+from app.core.datasets.examples import Build, Example, Renderer, slim
 from app.core.datasets.manifest import CorrectionUse
 from app.core.datasets.pairs import pair_record
+from app.core.experience.corrections import trainable
 from app.core.toolcalls.convention import arguments_of, text_of, tools_in_system
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
@@ -98,3 +104,97 @@ def use_of(t: Any) -> CorrectionUse:
     """The manifest's entry for one `app.core.experience.corrections.Trainable`."""
     return CorrectionUse(correction_id=t.correction_id, experience_id=t.experience_id, teacher_model=t.teacher_model,
                          source=t.source, created_at=t.created_at or "", cost=t.cost)
+
+
+PROVENANCE = ("correction_id", "experience_id", "teacher_model", "correction_source")
+
+
+def take(store: Store, config: BuildConfig, b: Build, renderer: Renderer, mode: str,
+                 scrubber: Scrubber) -> None:
+    """Accepted corrections into the build's train split, oldest first: in an incremental build those no earlier dataset of
+    this base model holds, as many as `corrections.allowed` lets in; the rest wait for the next build."""
+    if not config.corrections:
+        return
+    used = Registry(store).corrections_used(config.base_model) if mode == "incremental" else set()
+    pending = [t for t in trainable(store) if t.correction_id not in used]
+    fresh = sum(1 for e in b.examples if e.split == "train" and e.source == "new")
+    room = allowed(config, fresh, len(pending))
+    taken = {e.id for e in b.examples}
+    tried = 0
+    for t in pending:
+        if len(b.corrections) >= room:
+            break
+        tried += 1
+        _correction(t, config, renderer, b, scrubber, taken)
+    b.counts["from_corrections"] = sum(1 for e in b.examples if e.source == "correction")
+    b.counts["correction_pairs"] = len(b.pairs)
+    if len(pending) > tried:
+        b.counts["corrections waiting for the next build (share)"] = len(pending) - tried
+
+
+def _correction(t, config: BuildConfig, renderer: Renderer, b: Build, scrubber: Scrubber, taken: set[str]) -> None:
+    """One correction as a train example (checked like a session's; too long: its last window) and its pair."""
+    sid, msgs = session_id(t.experience_id), messages(t.prompt, t.chosen, t.tools)
+    problems = checks.standard({"messages": msgs}, scrubber)
+    window = None if problems else _last_window(msgs, config, renderer)
+    if window is None and not problems:
+        problems = [checks.Problem("over_length", f"the correction and its request do not fit in "
+                                                  f"{config.max_length} tokens")]
+    rendered = None if problems else renderer.render(window)
+    if rendered is not None:
+        problems += [checks.Problem("round_trip", p) for p in renderer.deep(window, rendered)]
+    if problems:
+        b.counts["corrections excluded"] += 1
+        b.exclude(sid, 0, problems)
+        return
+    train_last_turn(window, rendered, renderer)
+    use = use_of(t)
+    use.example_id = M.example_id(window, renderer.template_sha256)
+    b.corrections.append(use)  # listed even when its example is another's (the same answer again): it is used
+    if use.example_id in taken:
+        return
+    taken.add(use.example_id)
+    pair = preference_pair(window, t.rejected, use)
+    if checks.spec_problem(pair, "preference_v1") is None:
+        use.pair_id = pair["id"]
+        b.pairs.append(pair)
+    provenance = {"correction_id": use.correction_id, "experience_id": use.experience_id,
+                  "teacher_model": use.teacher_model, "correction_source": use.source}
+    b.examples.append(Example(use.example_id, sid, "train", 0, window, slim(rendered), source="correction",
+                              provenance=provenance))
+
+
+def _last_window(msgs: list[dict], config: BuildConfig, renderer: Renderer) -> list[dict] | None:
+    """The messages, or when too long the last turn-boundary window, if it still ends with the correction."""
+    found, _ = windows.windows(msgs, config.max_length, renderer.count)
+    last = found[-1] if found else None
+    return last if last and last[-1] is msgs[-1] else None
+
+
+def train_last_turn(messages: list[dict], rendered: dict, renderer: Renderer) -> None:
+    """Only the last assistant turn (a correction's) is trained: the tokens of the messages before it are masked, in
+    the preview too."""
+    masks = rendered["assistant_masks"]
+    cut = min(renderer.count(messages[:-1]), len(masks))
+    rendered["assistant_masks"] = [0] * cut + list(masks[cut:])
+    offsets = rendered.get("offsets")
+    if offsets is not None and "segments" in rendered:
+        at = offsets[cut][0] if cut < len(offsets) else len(rendered.get("text", ""))
+        rendered["segments"] = untrained_before(rendered["segments"], at)
+
+
+def untrained_before(segments: list[list], at: int) -> list[list]:
+    """Preview segments ([text, trained] runs) with every character before `at` untrained."""
+    out: list[list] = []
+    pos = 0
+    for text, trained in segments:
+        head = max(0, min(len(text), at - pos))
+        for piece, flag in ((text[:head], 0), (text[head:], trained)):
+            if not piece:
+                continue
+            if out and out[-1][1] == flag:
+                out[-1][0] += piece
+            else:
+                out.append([piece, flag])
+        pos += len(text)
+    return out

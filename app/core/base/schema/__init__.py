@@ -1,0 +1,19 @@
+"""ORM tables (SQLAlchemy 2.x), one module per concern; every table is importable from here. Alembic migrations under
+migrations/ are the source of truth for the schema."""
+from __future__ import annotations
+
+from app.core.base.schema.base import Base, Setting, utcnow
+from app.core.base.schema.capture import AgentSession, CaptureFile, DatasetFile, ImportRow, MessageRow, QuarantineRow
+from app.core.base.schema.datasets import BuiltDataset, DatasetSession, HeldOut
+from app.core.base.schema.experience import CorrectionRow, ExperienceRow, TeacherCallRow
+from app.core.base.schema.jobs import CheckpointRow, Job, Run
+from app.core.base.schema.judge import EvalRow, Promotion, VerdictRow
+from app.core.base.schema.school import CycleRow, SessionMark
+from app.core.base.schema.ship import Deployment, ExportRow
+
+__all__ = [
+    "AgentSession", "Base", "BuiltDataset", "CaptureFile", "CheckpointRow", "CorrectionRow", "CycleRow",
+    "DatasetFile", "DatasetSession", "Deployment", "EvalRow", "ExperienceRow", "ExportRow", "HeldOut",
+    "ImportRow", "Job", "MessageRow", "Promotion", "QuarantineRow", "Run", "SessionMark", "Setting",
+    "TeacherCallRow", "VerdictRow", "utcnow",
+]

@@ -1,0 +1,23 @@
+"""The declarative base, the one clock of stored times, and the app's key/value settings table."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Setting(Base):
+    """An app setting (queue paused, concurrent jobs …) as JSON text."""
+
+    __tablename__ = "settings"
+    key: Mapped[str] = mapped_column(String(60), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

@@ -1,0 +1,128 @@
+"""Captured transcripts: watched files, sessions and their messages, imports, quarantined lines, dropped dataset files."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.base.schema.base import Base, utcnow
+
+
+class CaptureFile(Base):
+    """A transcript file being followed: how far it has been read (byte offset) and its cumulative counts."""
+
+    __tablename__ = "capture_files"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    path: Mapped[str] = mapped_column(Text, unique=True)  # the real path (never stored in scrubbed form)
+    agent: Mapped[str] = mapped_column(String(20))
+    session_id: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
+    offset: Mapped[int] = mapped_column(Integer, default=0)
+    size: Mapped[int] = mapped_column(Integer, default=0)
+    mtime: Mapped[float] = mapped_column(Float, default=0.0)
+    lines: Mapped[int] = mapped_column(Integer, default=0)
+    stored: Mapped[int] = mapped_column(Integer, default=0)
+    quarantined: Mapped[int] = mapped_column(Integer, default=0)
+    skipped: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class AgentSession(Base):
+    """One captured agent session (scrubbed), with its behavioural signals."""
+
+    __tablename__ = "sessions"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    agent: Mapped[str] = mapped_column(String(20), index=True)
+    native_id: Mapped[str] = mapped_column(Text)
+    parent_id: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
+    spawned_by: Mapped[str | None] = mapped_column(Text, nullable=True)
+    source_path: Mapped[str] = mapped_column(Text)
+    project: Mapped[str | None] = mapped_column(Text, nullable=True, index=True)
+    cwd: Mapped[str | None] = mapped_column(Text, nullable=True)
+    git_branch: Mapped[str | None] = mapped_column(Text, nullable=True)
+    agent_version: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    model: Mapped[str | None] = mapped_column(Text, nullable=True)
+    started_at: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    ended_at: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
+    day: Mapped[str | None] = mapped_column(String(10), nullable=True, index=True)
+    messages: Mapped[int] = mapped_column(Integer, default=0)
+    turns: Mapped[int] = mapped_column(Integer, default=0)
+    tool_calls: Mapped[int] = mapped_column(Integer, default=0)
+    errors: Mapped[int] = mapped_column(Integer, default=0)
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    compactions: Mapped[int] = mapped_column(Integer, default=0)
+    abandoned_branches: Mapped[int] = mapped_column(Integer, default=0)
+    outcome: Mapped[str] = mapped_column(String(20), default="finished", index=True)
+    exploration: Mapped[str] = mapped_column(String(20), default="minimal")
+    signals_json: Mapped[str] = mapped_column(Text, default="{}")
+    secrets_scrubbed: Mapped[int] = mapped_column(Integer, default=0)
+    title: Mapped[str] = mapped_column(Text, default="")
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class MessageRow(Base):
+    """One message of a session: branch 0 reached the end, 1.. are abandoned rewind branches."""
+
+    __tablename__ = "messages"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), index=True)
+    branch: Mapped[int] = mapped_column(Integer, default=0)
+    seq: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(String(12))
+    text: Mapped[str] = mapped_column(Text, default="")
+    parts_json: Mapped[str] = mapped_column(Text, default="[]")
+    tools: Mapped[str] = mapped_column(Text, default="")  # tool names called, comma separated
+    is_error: Mapped[bool] = mapped_column(Integer, default=0)
+    timestamp: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    model: Mapped[str | None] = mapped_column(Text, nullable=True)
+    compact_summary: Mapped[bool] = mapped_column(Integer, default=0)
+    meta: Mapped[bool] = mapped_column(Integer, default=0)
+    line: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class ImportRow(Base):
+    """One ingest of a file (or of its new lines): lines in = stored + quarantined + skipped."""
+
+    __tablename__ = "imports"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    origin: Mapped[str] = mapped_column(String(20))  # watch | scan | import | hook | drop
+    kind: Mapped[str] = mapped_column(String(20))  # transcript | dataset
+    agent: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    path: Mapped[str] = mapped_column(Text)  # scrubbed for display
+    lines_in: Mapped[int] = mapped_column(Integer, default=0)
+    stored: Mapped[int] = mapped_column(Integer, default=0)
+    quarantined: Mapped[int] = mapped_column(Integer, default=0)
+    skipped: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(20), default="ok")  # ok | refused | error
+    message: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class QuarantineRow(Base):
+    """A line or file that could not be used, kept (scrubbed) with where it came from and why."""
+
+    __tablename__ = "quarantine"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    import_id: Mapped[int] = mapped_column(ForeignKey("imports.id"), index=True)
+    source_path: Mapped[str] = mapped_column(Text)
+    line: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reason: Mapped[str] = mapped_column(Text)
+    excerpt: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class DatasetFile(Base):
+    """A dataset file a user dropped: its detected spec and QUICK-check counts."""
+
+    __tablename__ = "datasets"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    path: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
+    spec: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    accepted: Mapped[bool] = mapped_column(Integer, default=0)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    records: Mapped[int] = mapped_column(Integer, default=0)
+    problems: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
