@@ -70,6 +70,20 @@ def chat_file(tmp_path) -> Path:
 
 
 @pytest.fixture
+def keyless(tmp_path, monkeypatch) -> Path:
+    """No OS keyring (keyring's fail backend) and no key in the environment: the teacher's key goes to a 0600 file in
+    this test's config dir (ns_home points NIGHTSCHOOL_CONFIG there), never the real home. Returns that dir."""
+    import keyring
+    from keyring.backends import fail
+
+    monkeypatch.delenv("NIGHTSCHOOL_TEACHER_KEY", raising=False)
+    before = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    yield tmp_path / "config"
+    keyring.set_keyring(before)
+
+
+@pytest.fixture
 def store():
     from app.core.base.store import Store
 

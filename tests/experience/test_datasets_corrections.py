@@ -9,12 +9,8 @@ import json
 import shutil
 import threading
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import keyring
-import keyring.backends.fail
-import pytest
 from sqlalchemy import select
 
 from app.core.base.schema import AgentSession
@@ -24,6 +20,7 @@ from app.core.experience import buffer, config, contradictions, corrections
 from app.core.experience.buffer import Recorded
 from tests.datasets.conftest import agent_dir, build  # noqa: F401 - the dataset tests' fixtures
 from tests.datasets.helpers import ingest, records, write_session
+from tests.experience.standin import StandInTeacher, chat
 
 SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
 TOOLS = [{"type": "function", "function": {"name": "Bash", "parameters": SCHEMA}},
@@ -208,47 +205,6 @@ def test_a_later_teacher_session_on_the_same_task_flags_a_disagreeing_answer(sto
 
 # --- the cycle: the teacher in the building stage, the report card ----------------------------------------------
 
-class StandInTeacher:
-    """A stand-in for a hosted OpenAI-compatible teacher (none can be reached from CI): a real HTTP server on
-    loopback answering every chat completion with FIX."""
-
-    def __init__(self, status: int = 200) -> None:
-        body = {"id": "x", "object": "chat.completion", "model": "stand-in-teacher",
-                "choices": [{"index": 0, "message": FIX, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}}
-        payload, code = json.dumps(body).encode(), status
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # http.server calls it by this name
-                self.rfile.read(int(self.headers["Content-Length"]))
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def no_keyring(tmp_path, monkeypatch):
-    """No OS keyring and a private config dir: the real home is never touched (a loopback teacher needs no key)."""
-    monkeypatch.setenv("NIGHTSCHOOL_CONFIG", str(tmp_path / "config"))
-    before = keyring.get_keyring()
-    keyring.set_keyring(keyring.backends.fail.Keyring())
-    yield
-    keyring.set_keyring(before)
-
-
 def building(store, tiny_model, cycle_id: int):
     from app.core.runtime import cycles, stages
     from app.core.runtime.bus import Bus
@@ -263,13 +219,14 @@ def building(store, tiny_model, cycle_id: int):
 
 
 def test_the_cycle_asks_the_teacher_and_the_report_card_counts_the_own_work(store, agent_dir, tiny_model,  # noqa: F811
-                                                                              no_keyring):
+                                                                              keyless):
     from app.core.runtime import cycles
     from app.core.runtime.report import report_card
 
     sessions(store, agent_dir, 6)
     flagged(store, "exp-cycle")
     teacher = StandInTeacher()
+    teacher.default = chat(FIX, prompt_tokens=50, completion_tokens=10)
     try:
         config.set_teacher(store, "url", teacher.url)
         config.set_teacher(store, "model", "stand-in-teacher")
@@ -287,12 +244,13 @@ def test_the_cycle_asks_the_teacher_and_the_report_card_counts_the_own_work(stor
     assert "1 example and 1 preference pair from the student's own work" in card["summary"]
 
 
-def test_a_teacher_that_fails_never_fails_the_cycle(store, agent_dir, tiny_model, no_keyring):  # noqa: F811
+def test_a_teacher_that_fails_never_fails_the_cycle(store, agent_dir, tiny_model, keyless):  # noqa: F811
     from app.core.runtime import cycles
 
     sessions(store, agent_dir, 6)
     flagged(store, "exp-down")
-    teacher = StandInTeacher(status=500)
+    teacher = StandInTeacher()
+    teacher.default = (500, {"Content-Type": "text/plain"}, b"internal error")
     try:
         config.set_teacher(store, "url", teacher.url)
         config.set_teacher(store, "model", "stand-in-teacher")

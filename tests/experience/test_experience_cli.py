@@ -6,13 +6,12 @@ from __future__ import annotations
 import io
 import json
 import stat
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from app.cli.main import main
 from app.core.experience import buffer, config, corrections
+from tests.experience.standin import StandInTeacher, chat
 
 SECRET = "sk-test-4f9c2a7e1b3d5f60"
 TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {
@@ -21,18 +20,7 @@ GOOD_CALL = {"role": "assistant", "tool_calls": [{"type": "function", "function"
     "name": "read_file", "arguments": json.dumps({"path": "README.md"})}}]}
 
 
-@pytest.fixture(autouse=True)
-def key_place(tmp_path, monkeypatch):
-    """The key file goes to a config dir of the test's own (outside the data dir); no OS keyring is used."""
-    import keyring
-    from keyring.backends import null
-
-    monkeypatch.setenv("NIGHTSCHOOL_CONFIG", str(tmp_path / "config"))
-    monkeypatch.delenv("NIGHTSCHOOL_TEACHER_KEY", raising=False)
-    before = keyring.get_keyring()
-    keyring.set_keyring(null.Keyring())
-    yield tmp_path / "config"
-    keyring.set_keyring(before)
+pytestmark = pytest.mark.usefixtures("keyless")  # no OS keyring; the key file in the test's config dir
 
 
 def request(question: str) -> dict:
@@ -148,15 +136,15 @@ def test_on_and_off_say_what_is_recorded_and_settings_refuse_bad_values(store, c
 
 
 def test_teacher_key_comes_from_stdin_and_stays_out_of_the_data_dir_and_the_output(store, capsys, monkeypatch,
-                                                                                   ns_home, key_place):
+                                                                                   ns_home, keyless):
     assert main(["experience", "teacher", "key", SECRET]) == 2  # never from the command line
     assert "not taken from the command line" in capsys.readouterr().err
-    assert not (key_place / "teacher.key").exists()
+    assert not (keyless / "teacher.key").exists()
 
     monkeypatch.setattr("sys.stdin", io.StringIO(SECRET + "\n"))
     assert main(["experience", "teacher", "key", "--stdin"]) == 0
     captured = capsys.readouterr()
-    key_file = key_place / "teacher.key"
+    key_file = keyless / "teacher.key"
     assert f"kept in file:{key_file}" in captured.out
     assert key_file.read_text().strip() == SECRET and stat.S_IMODE(key_file.stat().st_mode) == 0o600
 
@@ -173,51 +161,20 @@ def test_teacher_key_comes_from_stdin_and_stays_out_of_the_data_dir_and_the_outp
     assert not key_file.exists()
 
 
-class StandInTeacher(ThreadingHTTPServer):
-    """A stand-in for a hosted teacher API (none can be reached here): answers every chat completion with one valid
-    tool call and counts the requests."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.asked: list[dict] = []
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-
-class Handler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.asked.append(body)
-        answer = {"model": "stand-in-teacher", "choices": [{"index": 0, "finish_reason": "tool_calls",
-                                                            "message": GOOD_CALL}],
-                  "usage": {"prompt_tokens": 30, "completion_tokens": 12}}
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
 def test_correct_now_runs_the_teacher_within_the_limit_and_says_why_it_stopped(store, capsys):
     seed(store)
     assert main(["experience", "correct-now"]) == 0  # nothing configured: it says so and changes nothing
     assert "stopped: the teacher is not configured: no URL, no model" in capsys.readouterr().out
 
     teacher = StandInTeacher()
+    teacher.default = chat(GOOD_CALL, prompt_tokens=30, completion_tokens=12)
     try:
         config.set_teacher(store, "url", teacher.url)
         config.set_teacher(store, "model", "stand-in-teacher")
         assert main(["experience", "correct-now", "--limit", "2", "--json"]) == 0
         run = out_json(capsys)
         assert run["tried"] == 2 and run["accepted"] == 2 and run["tokens_used"] == 84
-        assert len(teacher.asked) == 2 and teacher.asked[0]["tools"] == TOOLS
+        assert len(teacher.received) == 2 and teacher.received[0]["body"]["tools"] == TOOLS
 
         assert main(["experience", "correct-now"]) == 0
         text = capsys.readouterr().out
@@ -226,5 +183,4 @@ def test_correct_now_runs_the_teacher_within_the_limit_and_says_why_it_stopped(s
         assert main(["experience", "teacher", "usage"]) == 0
         assert "Budget: 126 of 200 000 tokens today (199 874 left)" in capsys.readouterr().out
     finally:
-        teacher.shutdown()
-        teacher.server_close()
+        teacher.close()

@@ -14,8 +14,8 @@ from app.core.datasets import manifest as M
 from app.core.experience import config, corrections, keys, teacher
 from tests.datasets.conftest import agent_dir, build  # noqa: F401 - the dataset tests' fixtures
 from tests.datasets.helpers import ingest, records, write_session
+from tests.experience.standin import StandInTeacher, chat
 from tests.experience.test_recording import BASH, FORCED_BAD_CALL, answered, entry, recording, server  # noqa: F401
-from tests.experience.test_teacher import StandInTeacher, chat
 
 pytestmark = pytest.mark.slow
 KEY = "sk-teacher-e2e-" + "q" * 24

@@ -7,9 +7,7 @@ import json
 import logging
 import socket
 import stat
-import threading
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import keyring
@@ -20,6 +18,7 @@ from keyring.backend import KeyringBackend
 from app.core.base.paths import data_dir
 from app.core.experience import buffer, config, corrections, keys, teacher
 from app.core.experience.buffer import Recorded
+from tests.experience.standin import StandInTeacher, chat
 
 KEY = "sk-nightschool-TEACHER-" + "k3y" * 10
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
@@ -27,14 +26,6 @@ SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "require
 TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": SCHEMA}}]
 T0 = datetime(2031, 3, 4, 12, 0, tzinfo=UTC)
 COOLDOWN_MIN = 30.0
-
-
-def chat(message: dict, prompt_tokens: int = 100, completion_tokens: int = 20, model: str = "stand-in-teacher-1"):
-    body = {"id": "x", "object": "chat.completion", "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens}}
-    return 200, {"Content-Type": "application/json"}, json.dumps(body).encode()
 
 
 def tool_call(arguments: dict) -> dict:
@@ -49,77 +40,10 @@ NO_CHOICES = (200, {"Content-Type": "application/json"}, b'{"object": "error"}')
 SERVER_ERROR = (500, {"Content-Type": "text/plain"}, b"internal error")
 
 
-class StandInTeacher:
-    """A stand-in for a hosted OpenAI-compatible chat API (which cannot be reached from CI): a real HTTP server on
-    loopback that answers POST /v1/chat/completions from a script keyed by the request's last user message, and
-    records every request it received (path, headers, JSON body)."""
-
-    def __init__(self) -> None:
-        self.script: dict[str, list[tuple[int, dict, bytes]]] = {}
-        self.default = VALID
-        self.received: list[dict] = []
-        self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def answer(self, prompt: str, *responses: tuple[int, dict, bytes]) -> None:
-        """Answer requests for this prompt with these responses in turn (the last one repeats)."""
-        self.script[prompt] = list(responses)
-
-    def prompts(self) -> list[str]:
-        with self.lock:
-            return [r["body"]["messages"][-1]["content"] for r in self.received]
-
-    def _respond(self, body: dict) -> tuple[int, dict, bytes]:
-        queue = self.script.get(body["messages"][-1]["content"])
-        if not queue:
-            return self.default
-        return queue.pop(0) if len(queue) > 1 else queue[0]
-
-    def _handler(self):
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # http.server calls it by this name
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with outer.lock:
-                    outer.received.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                code, headers, payload = outer._respond(body)
-                self.send_response(code)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args):  # quiet
-                pass
-
-        return Handler
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def keyless(tmp_path, monkeypatch):
-    """The key file's config dir in tmp, and no OS keyring (keyring's fail backend), so the real home is never
-    touched."""
-    monkeypatch.setenv("NIGHTSCHOOL_CONFIG", str(tmp_path / "config"))
-    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
-    monkeypatch.delenv(keys.ENV_KEY, raising=False)
-    before = keyring.get_keyring()
-    keyring.set_keyring(keyring.backends.fail.Keyring())
-    yield tmp_path / "config"
-    keyring.set_keyring(before)
-
-
 @pytest.fixture
 def standin():
     server = StandInTeacher()
+    server.default = VALID
     yield server
     server.close()
 

@@ -18,18 +18,7 @@ GOOD_CALL = {"role": "assistant", "tool_calls": [{"type": "function", "function"
     "name": "read_file", "arguments": json.dumps({"path": "README.md"})}}]}
 
 
-@pytest.fixture(autouse=True)
-def key_place(tmp_path, monkeypatch):
-    """The key file goes to a config dir of the test's own (outside the data dir); no OS keyring is used."""
-    import keyring
-    from keyring.backends import null
-
-    monkeypatch.setenv("NIGHTSCHOOL_CONFIG", str(tmp_path / "config"))
-    monkeypatch.delenv("NIGHTSCHOOL_TEACHER_KEY", raising=False)
-    before = keyring.get_keyring()
-    keyring.set_keyring(null.Keyring())
-    yield tmp_path / "config"
-    keyring.set_keyring(before)
+pytestmark = pytest.mark.usefixtures("keyless")  # no OS keyring; the key file in the test's config dir
 
 
 @pytest.fixture
@@ -121,7 +110,7 @@ def test_accept_decides_the_selected_waiting_correction(qtbot, panel, store):
 
 
 def test_the_toggle_turns_the_buffer_on_and_the_key_is_stored_outside_the_data_dir(qtbot, panel, store, ns_home,
-                                                                                   key_place):
+                                                                                   keyless):
     panel.enabled_box.click()
     qtbot.waitUntil(lambda: config.buffer(store).enabled, timeout=WAIT_MS)
     qtbot.waitUntil(lambda: panel.headline.text().startswith("The experience buffer is on"), timeout=WAIT_MS)
@@ -129,7 +118,7 @@ def test_the_toggle_turns_the_buffer_on_and_the_key_is_stored_outside_the_data_d
     panel.key_edit.setText(SECRET)
     panel.key_button.click()
     assert panel.key_edit.text() == ""  # the key leaves the widget at once
-    key_file = key_place / "teacher.key"
+    key_file = keyless / "teacher.key"
     qtbot.waitUntil(lambda: panel.key_place.text() == f"Kept in {key_file} (readable by you only).",
                     timeout=WAIT_MS)
     assert key_file.read_text().strip() == SECRET
