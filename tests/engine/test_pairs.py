@@ -82,9 +82,11 @@ def register_source(store, tmp_path: Path, name: str, like: str, records: list[d
     return name
 
 
-def greedy(model_dir: Path, adapter_dir: Path | None, context: list[dict], max_new_tokens: int) -> str:
+def greedy(model_dir: Path, adapter_dir: Path | None, context: list[dict], max_new_tokens: int) -> set[str]:
     """The student's answer computed here, independently of the worker: the template over the Hermes-text messages,
-    greedy decoding, the new tokens up to the end of the turn."""
+    greedy decoding, the new tokens up to the end of the turn. When the answer ran to the token limit, the text
+    without its last token is as right: a random tiny model's last step can be a near-tie that float rounding in
+    another process breaks the other way (one CI run: a lone byte here, a skipped special token there)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -104,7 +106,8 @@ def greedy(model_dir: Path, adapter_dir: Path | None, context: list[dict], max_n
                                     pad_token_id=end)
     new = out[0, ids["input_ids"].shape[1]:].tolist()
     cut = next((i for i, t in enumerate(new) if t in stops), len(new))
-    return tok.decode(new[:cut], skip_special_tokens=True)
+    ends = {cut, cut - 1} if cut == max_new_tokens else {cut}
+    return {tok.decode(new[:n], skip_special_tokens=True).strip() for n in ends}
 
 
 PREFERENCE_FILE = [
@@ -157,8 +160,9 @@ def test_pairs_put_the_teachers_action_against_the_students_and_agreement_is_no_
         assert teacher["role"] == "assistant"
         assert rec["prompt"] == normalise(context)
         assert rec["chosen"] == [tool_calls_as_text(teacher)]  # the teacher's recorded action, Hermes text
-        answer = greedy(tiny_model, adapter, context, 12)  # what the student says, computed here
-        assert answer.strip() and rec["rejected"] == [{"role": "assistant", "content": answer.strip()}]
+        answers = greedy(tiny_model, adapter, context, 12)  # what the student says, computed here
+        [said] = rec["rejected"]
+        assert said["role"] == "assistant" and said["content"] and said["content"] in answers
         assert splits[rec["session_id"]] == "train"
 
     # the user's dropped pairs join in conversational form; the record the check set aside does not
