@@ -26,7 +26,7 @@ if .venv/bin/python -c "import torch" 2>/dev/null; then
   echo "torch $(.venv/bin/python -c 'import torch; print(torch.__version__)') already installed"
 elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   echo "NVIDIA GPU found: installing the CUDA build of torch"
-  "${PIP[@]}" install "torch>=2.6"
+  "${PIP[@]}" install "torch==${TORCH_VERSION}"
 else
   links="$("${PIP[@]}" config get global.find-links 2>/dev/null || true)"
   if compgen -G "${links:-/nonexistent}/torch-${TORCH_VERSION}*cpu*.whl" >/dev/null; then

@@ -14,7 +14,6 @@ from app.core.base import paths, protocol as P
 from app.core.base.store import Store
 from app.core.datasets.catalog import RegistrationError, Registry, datasets_dir
 
-ROOT = paths.CODE_ROOT
 
 
 @dataclass
@@ -47,8 +46,8 @@ class WorkerRun:
         self.error: P.Error | None = None
         with self.err_path.open("wb") as err:
             self.proc = subprocess.Popen([paths.engine_python(), "-m", module, "--spec", str(self.spec_path)],
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, cwd=str(ROOT),
-                                         text=True, encoding="utf-8")
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+                                         cwd=paths.engine_cwd(), env=paths.child_env(), text=True, encoding="utf-8")
 
     def events(self) -> Iterator[P.Envelope]:
         assert self.proc.stdout is not None

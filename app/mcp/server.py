@@ -19,6 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from app.core.base import paths
 from app.core.base.errors import Explained
 from app.core.base.store import Store
 from app.core.experience import buffer, config
@@ -85,7 +86,7 @@ def build_server(store: Store | None = None, *, token_auth: bool = False, url: s
     if token_auth:
         auth = {"token_verifier": StaticToken(),
                 "auth": AuthSettings(issuer_url=url, resource_server_url=None, required_scopes=[])}
-    server = MCPServer(NAME, title="Nightschool", instructions=INSTRUCTIONS, version=_version(), log_level="WARNING",
+    server = MCPServer(NAME, title="Nightschool", instructions=INSTRUCTIONS, version=paths.app_version(), log_level="WARNING",
                        **auth)
 
     @_tool(server, READ)
@@ -180,15 +181,6 @@ def _experience_tools(server: MCPServer, store: Store) -> None:
         corrections by state (waiting ones need a person's review)."""
         with _explained():
             return ExperienceSummary(enabled=config.buffer(store).enabled, **buffer.counts(store))
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("nightschool")
-    except PackageNotFoundError:  # a checkout that was not installed
-        return ""
 
 
 def run_stdio(store: Store | None = None) -> None:

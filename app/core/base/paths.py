@@ -74,17 +74,89 @@ class SetupError(Explained, RuntimeError):
     """The installation cannot run jobs (e.g. no engine interpreter); the message says what to do."""
 
 
+ENGINE_READY = "ready.json"  # written in the engine environment once its import probe passed
+
+
+def engine_env_dir() -> Path:
+    """The engine environment the packaged app sets up for itself (a venv): <data dir>/engine-env."""
+    return data_dir() / "engine-env"
+
+
+def engine_env_python(env_dir: Path | None = None) -> Path:
+    folder = env_dir or engine_env_dir()
+    return folder / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+
+
+def frozen() -> bool:
+    """Whether this is the packaged (PyInstaller) app, which has no Python of its own to run the engine with."""
+    return bool(getattr(sys, "frozen", False))
+
+
 def engine_python() -> str:
-    """The interpreter that runs the engine: $NIGHTSCHOOL_ENGINE_PYTHON, else this one (not when frozen)."""
+    """The interpreter that runs the engine: $NIGHTSCHOOL_ENGINE_PYTHON, else the packaged app's engine environment
+    once it is set up, else this one (a checkout or a pip install)."""
     env = os.environ.get("NIGHTSCHOOL_ENGINE_PYTHON")
     if env:
         return env
-    if getattr(sys, "frozen", False):
-        raise SetupError(
-            "This is the packaged app: the training engine runs from a Python that has Nightschool's engine "
-            "installed. Set NIGHTSCHOOL_ENGINE_PYTHON to that interpreter (see README, 'Packaged app')."
-        )
-    return sys.executable
+    if not frozen():
+        return sys.executable
+    python, ready = engine_env_python(), _engine_ready()
+    if ready.get("app_version") not in (None, app_version()):
+        raise SetupError(f"The training engine is Nightschool {ready['app_version']}'s, this app is {app_version()}",
+                         why="the app was updated; its engine is updated once, with what changed",
+                         fix="run `nightschool engine setup` (a minute or two) or open the window, which offers it")
+    if ready and python.is_file():
+        return str(python)
+    raise SetupError(
+        "The training engine is not set up yet",
+        why=f"the packaged app trains in its own Python environment ({engine_env_dir()}), made once on first start",
+        fix="set it up from the first-run window or with `nightschool engine setup` (a few minutes, resumable); "
+            "or set NIGHTSCHOOL_ENGINE_PYTHON to a Python that has Nightschool installed")
+
+
+def _engine_ready() -> dict:
+    import json
+
+    try:
+        return json.loads((engine_env_dir() / ENGINE_READY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def engine_cwd() -> str:
+    """The working dir of engine processes: the checkout (so `-m engine` finds it), the data dir when packaged."""
+    return str(data_dir() if frozen() else CODE_ROOT)
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a process that is not this app (the engine, a system Python): the packaged app's loader
+    points LD_LIBRARY_PATH at the bundle's libraries, which must not leak into another interpreter."""
+    env = dict(os.environ)
+    if frozen():
+        for var in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH"):
+            original = env.pop(f"{var}_ORIG", None)
+            if original is not None:
+                env[var] = original
+            else:
+                env.pop(var, None)
+    env.update(extra or {})
+    return env
+
+
+def app_version() -> str:
+    """Nightschool's version: the installed distribution's, else pyproject.toml's in the checkout."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(APP_NAME)
+    except metadata.PackageNotFoundError:
+        pass
+    try:
+        import tomllib
+
+        return tomllib.loads((CODE_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    except (OSError, KeyError, ValueError):
+        return "0+unknown"
 
 
 def accelerate_args(processes: int) -> list[str]:
@@ -97,7 +169,7 @@ def accelerate_args(processes: int) -> list[str]:
     limited by CUDA_VISIBLE_DEVICES."""
     if processes < 1:
         raise SetupError(f"a job needs at least one process, not {processes}")
-    gpus = _gpu_count()
+    gpus = gpu_count()
     choice = os.environ.get("NIGHTSCHOOL_ACCELERATE_CONFIG", "").strip()
     if choice:
         config = _accelerate_config(choice)
@@ -125,7 +197,7 @@ def _accelerate_config(choice: str) -> Path:
     return path.resolve()
 
 
-def _gpu_count() -> int:
+def gpu_count() -> int:
     """NVIDIA GPUs this process may use, found without torch: NIGHTSCHOOL_GPUS, else NVML, else `nvidia-smi -L`;
     CUDA_VISIBLE_DEVICES limits the count."""
     override = os.environ.get("NIGHTSCHOOL_GPUS", "").strip()

@@ -17,7 +17,6 @@ from app.core.base import paths, procs
 from app.core.base.files import atomic_write
 from app.core.ship.errors import ShipError
 
-ROOT = paths.CODE_ROOT
 DEFAULT_PORT = 8765
 START_TIMEOUT = 120.0
 
@@ -112,8 +111,8 @@ def start(current: Model, standby: Model | None = None, port: int | None = None)
                 "--standby-quant", standby.quant]
     log = serve_dir() / "server.log"
     with log.open("ab") as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT),
-                                start_new_session=True)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                cwd=paths.engine_cwd(), env=paths.child_env(), start_new_session=True)
     set_desired(True)
     return _wait_ready(proc, log)
 

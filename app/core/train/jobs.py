@@ -108,7 +108,7 @@ class JobManager:
         with (run_dir / "engine.out").open("ab") as out, (run_dir / "engine.err").open("ab") as err:
             proc = subprocess.Popen(engine_command(spec, job.spec_path),
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
-                                    cwd=str(paths.CODE_ROOT))
+                                    cwd=paths.engine_cwd(), env=paths.child_env())
         self._procs[job_id] = proc
         with self.store.session() as s:
             run = Run(job_id=job_id, run_dir=str(run_dir), socket_path=spec.socket_path, pid=proc.pid,

@@ -1,0 +1,130 @@
+"""The engine environment's set-up without building the app: where its Python comes from, what each failure says
+(no Python, no network, no disk, a set-up already running), how the packaged app finds (or refuses) its engine."""
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.core.base import paths
+from app.core.enginenv import pip, plan as plans, pythons, setup
+from app.core.enginenv.errors import EngineSetupError
+
+
+@pytest.fixture
+def frozen(monkeypatch):
+    """This process plays the packaged app (sys.frozen is what PyInstaller's bootloader sets)."""
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.delenv("NIGHTSCHOOL_ENGINE_PYTHON", raising=False)
+
+
+def ready(version: str, python: bool = True) -> Path:
+    env = paths.engine_env_dir()
+    (env / "bin").mkdir(parents=True, exist_ok=True)
+    if python:  # this test venv's Python (a wrapper: a symlink elsewhere would lose the venv)
+        (env / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+        (env / "bin" / "python").chmod(0o755)
+    (env / paths.ENGINE_READY).write_text(json.dumps({"app_version": version, "torch": "2.13.0+cpu"}))
+    return env
+
+
+def test_the_packaged_app_without_an_engine_says_how_to_set_it_up(frozen):
+    with pytest.raises(paths.SetupError) as err:
+        paths.engine_python()
+    assert "not set up" in err.value.message and "nightschool engine setup" in err.value.fix
+    assert setup.status().state == "missing"
+
+
+def test_a_ready_engine_is_used_and_an_older_one_must_be_updated_first(frozen):
+    env = ready(paths.app_version())
+    assert paths.engine_python() == str(env / "bin" / "python")
+    assert setup.status().state == "ready"
+    ready("0.0.1", python=False)
+    with pytest.raises(paths.SetupError) as err:
+        paths.engine_python()
+    assert "0.0.1" in err.value.message and "nightschool engine setup" in err.value.fix
+    assert setup.status().state == "outdated"
+
+
+def test_a_ready_engine_whose_python_is_gone_is_broken(frozen):
+    env = ready(paths.app_version())
+    (env / "bin" / "python").unlink()
+    found = setup.status()
+    assert found.state == "broken" and "repair" in found.detail
+
+
+def test_the_import_probe_names_what_is_missing(frozen):
+    env = ready(paths.app_version())  # this test venv's Python: it has torch and the engine, not a "missing" module
+    found = setup.status(check=True)
+    assert found.state == "ready", found.detail
+    from app.core.enginenv import probe
+
+    result = probe.run(env / "bin" / "python")
+    assert result["ok"] and result["torch"].startswith("2.")
+    result = probe.run(env / "bin" / "nothing-here")
+    assert not result["ok"] and "does not exist" in result["reason"]
+
+
+def test_child_processes_of_the_packaged_app_get_the_library_path_back(frozen, monkeypatch):
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/nightschool/_internal")
+    monkeypatch.setenv("LD_LIBRARY_PATH_ORIG", "/usr/local/lib")
+    assert paths.child_env()["LD_LIBRARY_PATH"] == "/usr/local/lib"
+    monkeypatch.delenv("LD_LIBRARY_PATH_ORIG")
+    assert "LD_LIBRARY_PATH" not in paths.child_env()
+
+
+def test_no_compatible_python_is_said_with_what_was_tried(monkeypatch):
+    monkeypatch.setenv("NIGHTSCHOOL_SETUP_PYTHON", "/nonexistent/python3")
+    with pytest.raises(EngineSetupError) as err:
+        pythons.find()
+    assert "/nonexistent/python3" in err.value.why and "python3-venv" in err.value.fix
+    monkeypatch.delenv("NIGHTSCHOOL_SETUP_PYTHON")
+    assert pythons.check(sys.executable) == (f"{sys.version_info[0]}.{sys.version_info[1]}", "")
+
+
+def test_no_network_is_said_as_such(tmp_path, monkeypatch):
+    with socket.socket() as s:  # a port nobody listens on: pip's connection is refused, as offline
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")  # this machine's own pip index settings stay out of it
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    log = tmp_path / "setup.log"
+    args = ["download", "--no-deps", "--no-cache-dir", "--retries", "1", "--timeout", "1", "--index-url",
+            f"http://127.0.0.1:{port}/simple", "-d", str(tmp_path / "dl"), "some-package-nobody-has"]
+    with pytest.raises(EngineSetupError) as err:
+        pip.run(Path(sys.executable), args, log, "installing torch", tmp_path, lambda _b: None, threading.Event())
+    assert "no network" in err.value.message and "installing torch" in err.value.message
+    assert "connect" in err.value.fix and "stays" in err.value.fix
+
+
+def test_too_little_disk_is_refused_before_anything_is_written(monkeypatch, frozen):
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=200 * 1024 ** 2))  # a stand-in: a full disk
+    with pytest.raises(EngineSetupError) as err:
+        setup.run()
+    assert "disk space" in err.value.message and "GB" in err.value.why and "NIGHTSCHOOL_HOME" in err.value.fix
+    assert not (paths.engine_env_dir() / "bin").exists()
+
+
+def test_one_set_up_at_a_time(frozen):
+    paths.engine_env_dir().parent.mkdir(parents=True, exist_ok=True)
+    with setup._lock(paths.engine_env_dir().parent / "engine-env.lock"):
+        with pytest.raises(EngineSetupError) as err:
+            setup.run()
+    assert "already being set up" in err.value.message
+
+
+def test_the_plan_installs_the_engine_without_the_gui_and_torch_by_the_gpus(monkeypatch):
+    found = plans.make()
+    names = {plans._name(r) for r in found.requirements}
+    assert {"transformers", "peft", "trl", "llama-cpp-python", "sqlalchemy"} <= names
+    assert not names & {"pyside6-essentials", "pyqtgraph", "qasync", "torch"}
+    assert found.torch == "2.13.0" and found.cuda is False
+    monkeypatch.setenv("NIGHTSCHOOL_GPUS", "1")  # a stand-in for an NVIDIA GPU: the CUDA build is planned
+    assert plans.make().cuda is True
+    assert plans.expected_bytes("torch", plans.make()) > plans.expected_bytes("torch", found)
