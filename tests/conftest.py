@@ -32,6 +32,7 @@ def ns_home(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("NIGHTSCHOOL_HOME", str(home))
     monkeypatch.setenv("NIGHTSCHOOL_CONFIG", str(tmp_path / "config"))  # the teacher's key file: never the real home
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")  # nor the developer's keyring
+    monkeypatch.setenv("NIGHTSCHOOL_NO_FIRST_RUN", "1")  # no first-run wizard over windows the tests build
     yield home
     kill_engines_under(home)
 

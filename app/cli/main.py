@@ -75,10 +75,10 @@ def _demo(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_gui(_args: argparse.Namespace) -> int:
+def cmd_gui(args: argparse.Namespace) -> int:
     from app.ui.main import run_gui
 
-    return run_gui()
+    return run_gui(minimized=getattr(args, "minimized", False), files=getattr(args, "files", None) or ())
 
 
 def _built_dataset(args: argparse.Namespace) -> None:
@@ -219,6 +219,7 @@ def _lr_defaults() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nightschool", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"nightschool {paths.app_version()}")
     parser.add_argument("--headless", action="store_true", help="never open the GUI")
     parser.add_argument("--max-steps", type=int, default=20, help="steps for the headless sample run")
     parser.add_argument("--demo-only", action="store_true",
@@ -253,10 +254,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("job")
         p.set_defaults(func=cmd_command, command=command)
     gui = sub.add_parser("gui", help="open the window")
+    gui.add_argument("files", nargs="*", help="files to import, as if dropped on the window (the launcher's %%F)")
+    gui.add_argument("--minimized", action="store_true", help="start with only the tray icon (where there is a tray)")
     gui.set_defaults(func=cmd_gui)
     from app.cli.capture import register
     from app.cli.daemon import register as register_daemon
     from app.cli.datasets import register as register_datasets
+    from app.cli.desktop import register as register_desktop
+    from app.cli.engine import register as register_engine
     from app.cli.experience import register as register_experience
     from app.cli.judge import register as register_judge
     from app.cli.mcp import register as register_mcp
@@ -273,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_experience(sub)
     register_daemon(sub)
     register_mcp(sub)
+    register_desktop(sub)
+    register_engine(sub)
     return parser
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import sys
-from typing import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import qasync
+from PySide6.QtCore import QEvent, QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
 from app.core.base.store import Store
@@ -20,6 +22,8 @@ from app.core.train.jobs import JobManager
 from app.ui import refguard
 from app.ui.capture import CaptureController
 from app.ui.datasets import DatasetsController
+from app.ui.engine_check import offer as offer_engine
+from app.ui.first_run import offer as offer_first_run
 from app.ui.judge import JudgeController
 from app.ui.main_window import MainWindow
 from app.ui.queue import QueueController
@@ -90,10 +94,15 @@ def load_capture_config(given: CaptureConfig | None) -> tuple[CaptureConfig, str
         return CaptureConfig(), str(exc)
 
 
-def run_gui(on_ready: Callable[[MainWindow], None] | None = None) -> int:
-    """Run the app until its last window closes; on_ready (tests, benchmarks) gets the shown window."""
+def run_gui(on_ready: Callable[[MainWindow], None] | None = None, minimized: bool = False,
+            files: Sequence[str] = (), first_run: bool | None = None) -> int:
+    """Run the app until its last window closes; on_ready (tests, benchmarks) gets the window. minimized: only the
+    tray icon where a tray host runs. files (the launcher's %F): imported as if dropped; the window shows.
+    first_run: the first-run wizard over a shown window until finished or skipped (None: unless
+    NIGHTSCHOOL_NO_FIRST_RUN=1)."""
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("Nightschool")
+    app.setDesktopFileName("nightschool")  # Wayland's app id: the launcher's icon and name (nightschool.desktop)
     refguard.install(app)  # PySide6 6.12 refcount bug: without it a long watched job aborts the app
     apply_dark(app)
     loop = qasync.QEventLoop(app)
@@ -101,14 +110,52 @@ def run_gui(on_ready: Callable[[MainWindow], None] | None = None) -> int:
     closed = asyncio.Event()
     app.aboutToQuit.connect(closed.set)
     with loop:
-        window = build_window()
+        store = Store()
+        window = build_window(store)
         window.ask_on_close = True  # closing a window that runs the school asks whether to keep learning
-        window.show()
+        why = show(window, minimized and not files)
+        if why:
+            print(f"nightschool: showing the window, not only the tray icon: {why}", file=sys.stderr)
+        wizard = offer_first_run(window, store, first_run) if window.isVisible() else None  # noqa: F841 - held
+        engine_check = offer_engine(window, store) if wizard is None else None  # noqa: F841 - held
+        if files and window.capture_controller is not None:
+            window.tabs.setCurrentWidget(window.capture)
+            window.capture_controller.import_paths([str(Path(f).absolute()) for f in files])
         if on_ready:
             on_ready(window)
         loop.run_until_complete(closed.wait())
         dispose(app, window)
     return 0
+
+
+def show(window: MainWindow, minimized: bool = False, quit_app: Callable[[], None] = QApplication.quit) -> str:
+    """Show the window; minimized and a tray host runs: only the tray icon (its Open shows the window). Returns why a
+    minimized start shows the window anyway ('' when it did as asked)."""
+    if not minimized or window.tray is None or not window.tray.available:
+        window.show()
+        return "no system tray is available on this desktop" if minimized else ""
+    window.installEventFilter(QuitWhenGone(window, quit_app))
+    return ""
+
+
+class QuitWhenGone(QObject):
+    """Closing a window that was never shown (the tray's Quit after --minimized) does not end a Qt app by itself:
+    this quits once neither the window nor the tray icon shows."""
+
+    def __init__(self, window: MainWindow, quit_app: Callable[[], None]) -> None:
+        super().__init__(window)
+        self.quit_app = quit_app
+
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() == QEvent.Type.Close:
+            QTimer.singleShot(0, self._check)  # after the close was handled (or refused)
+        return False
+
+    def _check(self) -> None:
+        window = self.parent()
+        icon = window.tray.icon if window.tray is not None else None
+        if not window.isVisible() and (icon is None or not icon.isVisible()):
+            self.quit_app()
 
 
 def dispose(app: QApplication, window: MainWindow) -> None:

@@ -46,6 +46,7 @@ class MainWindow(QMainWindow):
         self.daemon_command: list[str] | None = None
         self.handover: tuple[bool, str] | None = None  # (ok, words) of the hand-over to the daemon at close
         self.tray = None  # app.ui.tray.Tray, set by build_window
+        self.engine_wizard = None  # app.ui.engine_check.EngineWizard when the engine needed work at start
         self._shut = False
         self._close_asks = False
         self.setWindowTitle("Nightschool")

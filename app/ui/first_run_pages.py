@@ -1,0 +1,312 @@
+"""The first-run wizard's pages (views: given the current settings, they return the choices; the wizard saves them)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import ValidationError
+from PySide6.QtCore import Qt, QTime
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QPushButton,
+    QRadioButton,
+    QSpinBox,
+    QTimeEdit,
+    QVBoxLayout,
+    QWidget,
+    QWizardPage,
+)
+
+from app.core.base.errors import Explained
+from app.core.capture.found import AgentFolders
+from app.core.runtime.policy import Policy, window_bounds
+from app.core.train.modelref import HUB_ID, ModelRefError, check_model_folder, is_embedded
+from app.core.train.spec import DEFAULT_MODEL
+
+DIM, GOOD, WARN, BAD = "color:#9aa0aa;", "color:#2ecc71;", "color:#ff9f43;", "color:#ff6b6b;"
+DEPLOY = {"auto": "Use it right away", "ask": "Ask me first", "never": "Keep it aside (I deploy by hand)"}
+
+
+def label(text: str = "", style: str = "", selectable: bool = False) -> QLabel:
+    out = QLabel(text)
+    out.setWordWrap(True)
+    out.setStyleSheet(style)
+    if selectable:
+        out.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    return out
+
+
+def explained_html(error: Explained) -> str:
+    """What happened / why / what to do, one line each."""
+    lines = [f"<b>{_esc(error.message)}</b>"]
+    lines += [f"{head}: {_esc(text)}" for head, text in (("Why", error.why), ("What to do", error.fix)) if text]
+    return "<br>".join(lines)
+
+
+def _esc(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def tilde(path: str) -> str:
+    home = str(Path.home())
+    return "~" + path[len(home):] if path == home or path.startswith(home + "/") else path
+
+
+class Page(QWizardPage):
+    def __init__(self, title: str, subtitle: str) -> None:
+        super().__init__()
+        self.setTitle(title)
+        self.box = QVBoxLayout(self)
+        self.box.addWidget(label(subtitle))
+        self.box.addSpacing(6)
+        self.error = label(style=BAD)
+        self.error.setTextFormat(Qt.TextFormat.RichText)
+        self.footnote = label(style=DIM)
+
+    def finish(self, footnote: str) -> None:
+        """The error line under the page's own widgets, then the footnote at the bottom."""
+        self.box.addWidget(self.error)
+        self.box.addStretch(1)
+        self.footnote.setText(footnote)
+        self.box.addWidget(self.footnote)
+
+    def show_error(self, error: Explained | str) -> None:
+        self.error.setText(explained_html(error) if isinstance(error, Explained) else _esc(error))
+
+
+class AgentsPage(Page):
+    """Which agents' transcript folders exist and how many sessions each holds (looked up off the GUI thread)."""
+
+    def __init__(self, look: Callable[[], None]) -> None:
+        super().__init__("Your agents' work", "Nightschool learns from the sessions your coding agents record. "
+                                              "This is what it found on this computer:")
+        self.look, self.asked = look, False
+        self.rows: dict[str, tuple[QLabel, QLabel]] = {}  # agent -> (status, folders)
+        self.grid = QGridLayout()
+        self.grid.setColumnStretch(2, 1)
+        self.grid.setHorizontalSpacing(16)
+        self.summary = label("Looking for transcripts…", DIM)
+        self.box.addLayout(self.grid)
+        self.box.addWidget(self.summary)
+        self.finish("Transcripts are read on this computer; secrets are replaced by placeholders before anything "
+                    "is stored.")
+
+    def initializePage(self) -> None:
+        if not self.asked:
+            self.asked = True
+            self.look()
+
+    def show_found(self, found: list[AgentFolders]) -> None:
+        for row, agent in enumerate(found):
+            name = label(f"<b>{agent.label}</b>")
+            status = label(_count_words(agent), GOOD if agent.sessions else (DIM if agent.found else WARN))
+            where = "\n".join(tilde(p) for p in (agent.existing or agent.roots))
+            folders = label(where if agent.found else f"Looked in {where}", DIM, selectable=True)
+            for column, widget in enumerate((name, status, folders)):
+                self.grid.addWidget(widget, row, column, Qt.AlignmentFlag.AlignTop)
+            self.rows[agent.agent] = (status, folders)
+        total = sum(a.sessions for a in found)
+        self.summary.setText(f"{total} session{'s' * (total != 1)} to learn from." if total else
+                             "No sessions yet: that is fine, learning starts once your agents have worked a while.")
+
+
+def _count_words(agent: AgentFolders) -> str:
+    if not agent.found:
+        return "not found"
+    return f"{agent.sessions} session{'s' * (agent.sessions != 1)}" if agent.sessions else "no sessions yet"
+
+
+class ModelPage(Page):
+    """The base model the student starts from: the embedded default, a local folder, or a hub id."""
+
+    def __init__(self, current: str) -> None:
+        super().__init__("Base model", "The student starts from a small open model and learns on top of it.")
+        self.group = QButtonGroup(self)
+        self.default = self._option("The built-in model: SmolLM2-135M-Instruct",
+                                    "Small, trains on an ordinary laptop, nothing to download.")
+        self.folder = self._option("A model folder on this computer",
+                                   "A Hugging Face model folder: config.json, weights and tokenizer files.")
+        self.folder_edit, browse = QLineEdit(), QPushButton("Choose…")
+        browse.clicked.connect(self._browse)
+        self.box.addLayout(_row(self.folder_edit, browse))
+        self.hub = self._option("A model on the Hugging Face hub",
+                                "Downloaded when first used: this needs a reachable hub (internet or a mirror).")
+        self.hub_edit = QLineEdit()
+        self.hub_edit.setPlaceholderText("e.g. HuggingFaceTB/SmolLM2-360M-Instruct")
+        self.box.addLayout(_row(self.hub_edit))
+        self._select(current)
+        self.group.buttonToggled.connect(lambda *_: self._enable())
+        self._enable()
+        self.finish("Change it later with `nightschool school policy base_model …`.")
+
+    def _option(self, text: str, note: str) -> QRadioButton:
+        button = QRadioButton(text)
+        self.group.addButton(button)
+        self.box.addWidget(button)
+        self.box.addLayout(_row(label(note, DIM)))
+        return button
+
+    def _select(self, current: str) -> None:
+        if is_embedded(current):
+            self.default.setChecked(True)
+        elif Path(current).expanduser().exists() or current.startswith(("/", ".", "~")):
+            self.folder.setChecked(True)
+            self.folder_edit.setText(current)
+        else:
+            self.hub.setChecked(True)
+            self.hub_edit.setText(current)
+
+    def _enable(self) -> None:
+        self.folder_edit.setEnabled(self.folder.isChecked())
+        self.hub_edit.setEnabled(self.hub.isChecked())
+        self.error.clear()
+
+    def _browse(self) -> None:
+        chosen = QFileDialog.getExistingDirectory(self, "Choose a model folder", self.folder_edit.text())
+        if chosen:
+            self.folder.setChecked(True)
+            self.folder_edit.setText(chosen)
+            self.validatePage()
+
+    def choice(self) -> str:
+        if self.folder.isChecked():
+            return str(Path(self.folder_edit.text().strip()).expanduser().resolve())
+        return self.hub_edit.text().strip() if self.hub.isChecked() else DEFAULT_MODEL
+
+    def check(self) -> None:
+        """Raise ModelRefError for a choice the app would refuse."""
+        if self.folder.isChecked():
+            if not self.folder_edit.text().strip():
+                raise ModelRefError("No model folder chosen", fix="click Choose… or use the built-in model")
+            check_model_folder(Path(self.choice()))
+        elif self.hub.isChecked() and not HUB_ID.match(self.choice()):
+            raise ModelRefError(f"{self.choice()!r} is not a hub id" if self.choice() else "No hub id given",
+                                why="a hub id is owner/name",
+                                fix="type one like HuggingFaceTB/SmolLM2-360M-Instruct, or use the built-in model")
+
+    def validatePage(self) -> bool:
+        try:
+            self.check()
+        except ModelRefError as exc:
+            self.show_error(exc)
+            return False
+        self.error.clear()
+        return True
+
+
+def _row(*widgets: QWidget) -> QHBoxLayout:
+    row = QHBoxLayout()
+    row.setContentsMargins(24, 0, 0, 6)
+    for widget in widgets:
+        row.addWidget(widget)
+    return row
+
+
+class ExcludePage(Page):
+    """The capture's exclude rules: projects whose sessions are never stored."""
+
+    def __init__(self, projects: list[str], problem: str = "") -> None:
+        super().__init__("Projects to keep out", "Sessions of these projects are never stored or learned from. "
+                                                 "Give a project's name or folder; * matches anything "
+                                                 "(e.g. client-* or ~/private/*).")
+        self.list = QListWidget()
+        self.list.addItems(projects)
+        self.edit = QLineEdit()
+        self.edit.setPlaceholderText("project name or folder")
+        self.edit.returnPressed.connect(self.add)
+        add, self.remove_button = QPushButton("Add"), QPushButton("Remove")
+        add.clicked.connect(self.add)
+        self.remove_button.clicked.connect(self.remove)
+        self.box.addWidget(self.list, 1)
+        row = QHBoxLayout()
+        for widget in (self.edit, add, self.remove_button):
+            row.addWidget(widget)
+        self.box.addLayout(row)
+        self.finish("Later: the Capture tab's “Keep out…” button, or capture.json in the data folder.")
+        if problem:
+            for widget in (self.list, self.edit, add, self.remove_button):
+                widget.setEnabled(False)
+            self.show_error(Explained("The capture settings cannot be changed here", why=problem))
+
+    def add(self) -> None:
+        text = self.edit.text().strip()
+        if text and text not in self.projects():
+            self.list.addItem(text)
+        self.edit.clear()
+
+    def remove(self) -> None:
+        for item in self.list.selectedItems():
+            self.list.takeItem(self.list.row(item))
+
+    def projects(self) -> list[str]:
+        return [self.list.item(i).text() for i in range(self.list.count())]
+
+
+class PolicyPage(Page):
+    """The school policy's main fields: how many new sessions start a cycle, the window, what happens after."""
+
+    def __init__(self, current: Policy) -> None:
+        super().__init__("When to learn", "The school learns in cycles: build a dataset from new sessions, train, "
+                                          "judge the result against the current model, then use it or not.")
+        self.current = current
+        self.sessions = QSpinBox()
+        self.sessions.setRange(0, 100_000)
+        self.sessions.setValue(current.min_sessions)
+        self.box.addLayout(_line("Start a cycle after", self.sessions, "new sessions"))
+        self.windowed = QCheckBox("Only start between")
+        self.start, self.end = QTimeEdit(), QTimeEdit()
+        for edit in (self.start, self.end):
+            edit.setDisplayFormat("HH:mm")
+        bounds = window_bounds(current.window) or window_bounds(Policy().window)
+        self.start.setTime(QTime(bounds[0].hour, bounds[0].minute))
+        self.end.setTime(QTime(bounds[1].hour, bounds[1].minute))
+        self.windowed.setChecked(current.window != "any")
+        self.windowed.toggled.connect(self._enable)
+        self.box.addLayout(_line(self.windowed, self.start, "and", self.end, "(local time)"))
+        self.deploy = QComboBox()
+        for key, words in DEPLOY.items():
+            self.deploy.addItem(words, key)
+        self.deploy.setCurrentIndex(list(DEPLOY).index(current.deploy))
+        self.box.addLayout(_line("When a new model is better:", self.deploy))
+        self._enable()
+        self.finish("A new model is used only when the judge measures a real gain on held-out sessions. Change "
+                    "these later in the School tab or with `nightschool school policy`.")
+
+    def _enable(self) -> None:
+        self.start.setEnabled(self.windowed.isChecked())
+        self.end.setEnabled(self.windowed.isChecked())
+
+    def values(self) -> dict:
+        window = f"{self.start.time().toString('HH:mm')}-{self.end.time().toString('HH:mm')}"
+        return {"min_sessions": self.sessions.value(), "window": window if self.windowed.isChecked() else "any",
+                "deploy": self.deploy.currentData()}
+
+    def validatePage(self) -> bool:
+        values = self.values()
+        if values["window"] != "any" and self.start.time() == self.end.time():
+            self.show_error(Explained("The window starts and ends at the same time",
+                                      fix="choose two different times, or untick it to learn at any time"))
+            return False
+        try:
+            Policy.model_validate({**self.current.model_dump(), **values})
+        except ValidationError as exc:
+            self.show_error(Explained("These values cannot be used", why=exc.errors()[0]["msg"]))
+            return False
+        self.error.clear()
+        return True
+
+
+def _line(*parts: QWidget | str) -> QHBoxLayout:
+    row = QHBoxLayout()
+    for part in parts:
+        row.addWidget(QLabel(part) if isinstance(part, str) else part)
+    row.addStretch(1)
+    return row
