@@ -35,6 +35,8 @@ def cmd_default(args: argparse.Namespace) -> int:
     """The window where there is a display; else the first-run demo (once) and then the night school itself."""
     if has_display() and not args.headless:
         return cmd_gui(args)
+    if paths.frozen() and (code := _engine_first()) != 0:
+        return code
     if args.demo_only or not _trained_before():
         code = _demo(args)
         if code != 0 or args.demo_only:
@@ -46,6 +48,18 @@ def cmd_default(args: argparse.Namespace) -> int:
     from app.cli.daemon import cmd_run
 
     return cmd_run(args)
+
+
+def _engine_first() -> int:
+    """The packaged app without a window: set up (or finish, update) its engine environment before anything trains."""
+    from app.cli.engine import cmd_setup
+    from app.core.enginenv import setup
+
+    found = setup.status()
+    if found.state not in ("missing", "partial", "outdated"):
+        return 0
+    print(f"The training engine needs setting up first: {found.detail}.", flush=True)
+    return cmd_setup(argparse.Namespace(json=False, repair=False))
 
 
 def _trained_before() -> bool:
