@@ -113,9 +113,8 @@ def test_too_little_disk_is_refused_before_anything_is_written(monkeypatch, froz
 
 def test_one_set_up_at_a_time(frozen):
     paths.engine_env_dir().parent.mkdir(parents=True, exist_ok=True)
-    with setup._lock(paths.engine_env_dir().parent / "engine-env.lock"):
-        with pytest.raises(EngineSetupError) as err:
-            setup.run()
+    with setup._lock(paths.engine_env_dir().parent / "engine-env.lock"), pytest.raises(EngineSetupError) as err:
+        setup.run()
     assert "already being set up" in err.value.message
 
 

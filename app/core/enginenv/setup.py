@@ -4,8 +4,8 @@ broken, external) for the window, the CLI and the job launcher."""
 from __future__ import annotations
 
 import fcntl
-import os
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 
 from app.core.base import files, paths
@@ -212,7 +212,7 @@ class Setup:
                                    why=found["reason"], fix="`nightschool engine repair` starts from a clean "
                                                             "environment (the downloads are cached)")
         ready = {"app_version": self.plan.app_version, "python": found.get("python"), "torch": found.get("torch"),
-                 "cuda": found.get("cuda", False), "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                 "cuda": found.get("cuda", False), "at": datetime.now(UTC).isoformat(timespec="seconds"),
                  "seconds": round(time.monotonic() - self.started, 1)}
         files.atomic_write(self.env_dir / paths.ENGINE_READY, json.dumps(ready, indent=1))
 
