@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,8 @@ from app.core.base import first_run
 from app.core.base.errors import Explained
 from app.core.base.schema import Setting
 from app.core.capture.sources import CaptureConfig
+from app.core.enginenv.errors import EngineSetupError, SetupCancelled
+from app.core.enginenv.setup import EngineStatus, SetupProgress
 from app.core.runtime import policy
 from app.core.train.modelref import check_model_ref
 from app.ui.first_run import FirstRunWizard, offer
@@ -48,32 +49,6 @@ raise SystemExit(run_gui(ready))
 
 
 # --- a stand-in for app.core.enginenv.setup (its real set-up takes minutes: tests/packaging/test_bundle.py) ------
-@dataclass
-class StandInStatus:  # stands in for enginenv's EngineStatus
-    state: str
-    python: str | None
-    detail: str
-
-
-@dataclass
-class StandInProgress:  # stands in for enginenv's SetupProgress
-    stage: str
-    label: str
-    index: int
-    stages: int
-    bytes_done: int
-    bytes_total: int | None
-    eta_s: float | None
-
-
-class StandInSetupError(Explained):  # stands in for enginenv.errors.EngineSetupError
-    pass
-
-
-class StandInCancelled(StandInSetupError):  # stands in for enginenv.errors.SetupCancelled
-    pass
-
-
 class StandInEngine:
     """status() reports `state`; run() reports two stages, then raises `fail`, or waits for the stop event (Cancel)
     and raises SetupCancelled's stand-in, leaving the engine partly installed."""
@@ -83,18 +58,18 @@ class StandInEngine:
         self.runs: list[bool] = []  # repair flag of each run
         self.stopped = False
 
-    def status(self, check: bool = False) -> StandInStatus:
-        return StandInStatus(self.state, None, f"stand-in engine: {self.state}")
+    def status(self, check: bool = False) -> EngineStatus:
+        return EngineStatus(self.state, None, f"stand-in engine: {self.state}")
 
-    def run(self, on_progress=None, stop: threading.Event | None = None, repair: bool = False) -> StandInStatus:
+    def run(self, on_progress=None, stop: threading.Event | None = None, repair: bool = False) -> EngineStatus:
         self.runs.append(repair)
-        on_progress(StandInProgress("venv", "creating the environment", 1, 6, 0, None, None))
-        on_progress(StandInProgress("torch", "installing torch", 2, 6, 120 * MB, 850 * MB, 200.0))
+        on_progress(SetupProgress("venv", "creating the environment", 1, 6, 0, None, None))
+        on_progress(SetupProgress("torch", "installing torch", 2, 6, 120 * MB, 850 * MB, 200.0))
         if self.fail:
             raise self.fail
         self.stopped = stop.wait(TIMEOUT_MS / 1000)  # until the test presses Cancel
         self.state = "partial"
-        raise StandInCancelled("Set-up stopped", why="what was installed stays", fix="set up again to go on")
+        raise SetupCancelled("Set-up stopped", why="what was installed stays", fix="set up again to go on")
 
 
 # --- fixtures -------------------------------------------------------------------------------------------------
@@ -269,7 +244,7 @@ def test_engine_page_shows_progress_and_cancel_stops_the_setup(qtbot, make_wizar
 
 
 def test_engine_page_shows_a_failed_setup_as_what_why_fix(qtbot, make_wizard):
-    error = StandInSetupError("Could not download torch", why="the package index did not answer",
+    error = EngineSetupError("Could not download torch", why="the package index did not answer",
                               fix="check the network, then try again")
     engine = StandInEngine("broken", fail=error)
     wizard = make_wizard(engine=engine)
