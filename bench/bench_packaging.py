@@ -34,13 +34,14 @@ def first_window(command: list[str], display: str) -> float:
                "QT_QPA_PLATFORM": "xcb"}
         env.pop("NIGHTSCHOOL_ENGINE_PYTHON", None)
         started = time.monotonic()
-        proc = subprocess.Popen([*command, "gui"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        err = Path(home) / "stderr.txt"
+        proc = subprocess.Popen([*command, "gui"], env=env, stdout=subprocess.DEVNULL, stderr=err.open("wb"))
         try:
             while proc.poll() is None:  # polling the X server: the app under test has no hook to call
                 seen = subprocess.run(["xwininfo", "-name", "Nightschool"], env=env, capture_output=True, text=True)
                 if seen.returncode == 0 and "IsViewable" in seen.stdout:
                     return time.monotonic() - started
-            raise RuntimeError(f"{command} exited ({proc.returncode}) before showing a window")
+            raise RuntimeError(f"{command} exited ({proc.returncode}) before showing a window: {err.read_text()[-1500:]}")
         finally:
             proc.kill()
             proc.wait()
@@ -69,13 +70,19 @@ def main() -> None:
         for f in sorted(out.iterdir()):
             print(f"  {f.name}: {du(f) / 1e6:.0f} MB")
     print(f"bundle: {du(BUNDLE.parent) / 1e6:.0f} MB")
-    xvfb = subprocess.Popen(["Xvfb", ":97", "-screen", "0", "1280x900x24"], stderr=subprocess.DEVNULL)
+    # -displayfd: Xvfb picks a free display and writes its number; -noreset: no server reset as each app quits
+    xlog = out / "xvfb.log"
+    xvfb = subprocess.Popen(["Xvfb", "-displayfd", "1", "-noreset", "-screen", "0", "1280x900x24"], stdout=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, stderr=xlog.open("wb"), text=True)
     try:
-        time.sleep(1.0)  # Xvfb has no readiness signal; xwininfo below fails until it listens
-        frozen = [first_window([str(BUNDLE)], ":97") for _ in range(args.runs)]
-        pip = [first_window([str(REPO / ".venv/bin/nightschool")], ":97") for _ in range(args.runs)]
+        display = f":{xvfb.stdout.readline().strip()}"
+        while subprocess.run(["xwininfo", "-root", "-display", display], capture_output=True).returncode != 0:
+            time.sleep(0.05)  # the number is written a moment before every client is accepted
+        frozen = [first_window([str(BUNDLE)], display) for _ in range(args.runs)]
+        pip = [first_window([str(REPO / ".venv/bin/nightschool")], display) for _ in range(args.runs)]
     finally:
-        xvfb.kill()
+        xvfb.terminate()
+        xvfb.wait()
     fm, pm = statistics.median(frozen), statistics.median(pip)
     print(f"cold start to first window, median of {args.runs}: frozen {fm:.2f} s, pip-installed {pm:.2f} s "
           f"(frozen/pip {fm / pm:.2f}); all frozen {[round(x, 2) for x in frozen]}, pip {[round(x, 2) for x in pip]}")
