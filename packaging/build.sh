@@ -14,7 +14,7 @@ START=$SECONDS
 step() { printf '\n==> %s\n' "$*"; }
 
 step "PyInstaller"
-"$PY" -c "import PyInstaller" 2>/dev/null || "$PY" -m pip install -q -e ".[package]"
+"$PY" -c "import PyInstaller" 2>/dev/null || "$PY" -m pip install -q -c packaging/constraints.txt "pyinstaller>=6.10"
 
 step "the engine's payload: Nightschool's wheel, its requirements and the tested versions (resources/engine)"
 rm -rf resources/engine && mkdir -p resources/engine
