@@ -28,14 +28,20 @@ class BackgroundController(QObject):
 
     def _background(self, name: str, call: Callable, done: Callable, failed: str) -> None:
         """call() on a thread, then `_finish(done, result)` here; a refusal becomes `failed — why` for `_failed`."""
+        def refused(exc: Exception) -> None:
+            why = exc if isinstance(exc, Explained) else f"unexpected {type(exc).__name__}: {exc}"
+            self._finish(self._failed, f"{failed} — {why}")
+
+        self._on_thread(name, call, lambda result: self._finish(done, result), refused)
+
+    def _on_thread(self, name: str, call: Callable, done: Callable, refused: Callable[[Exception], None]) -> None:
+        """call() on a thread; done(result) or refused(the exception) on the GUI thread (not once closed)."""
         def body() -> None:
             try:
-                result, handler = call(), done
-            except Explained as exc:
-                result, handler = f"{failed} — {exc}", self._failed
-            except Exception as exc:  # noqa: BLE001 - shown to the user, the app goes on
-                result, handler = f"{failed} — unexpected {type(exc).__name__}: {exc}", self._failed
-            self._post(self._finish, (handler, result))
+                handler, args = done, (call(),)
+            except Exception as exc:  # noqa: BLE001 - an Explained or not, the caller shows it; the app goes on
+                handler, args = refused, (exc,)
+            self._post(handler, args)
 
         threading.Thread(target=body, name=name, daemon=True).start()
 

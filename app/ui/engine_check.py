@@ -21,6 +21,7 @@ class EngineWizard(QWizard):
         self.work = work
         self.setWindowTitle("Nightschool — training engine")
         self.setOption(QWizard.WizardOption.NoBackButtonOnStartPage)
+        self.setOption(QWizard.WizardOption.NoCancelButton)  # Close says it; Cancel is the set-up's own button
         self.setButtonText(QWizard.WizardButton.FinishButton, "Close")
         self.page = EnginePage(work)
         self.page.asked = True
@@ -34,8 +35,9 @@ class EngineWizard(QWizard):
 
 
 def offer(window, store: Store, engine: Any = "real", when: bool | None = None) -> WizardWork | None:
-    """Probe the engine in the background and open its page over the window if it needs work. when None: only in the
-    packaged app (a checkout's engine is its own Python), and not while the first-run wizard is due (it has the page)."""
+    """Probe the engine in the background and open its page over the window if it needs work. when None: only in
+    the packaged app (a checkout's engine is its own Python), and not while the first-run wizard is due (it has the
+    page)."""
     engine = real_engine() if engine == "real" else engine
     if engine is None or not (paths.frozen() if when is None else when) or first_run.pending(store):
         return None

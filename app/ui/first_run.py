@@ -68,17 +68,13 @@ class WizardWork(BackgroundController):
         self._closed = True
 
     def _thread(self, name: str, call: Callable, signal, failed, words: str, setup: bool = False) -> None:
-        def body() -> None:
-            try:
-                args = (signal.emit, (call(),))
-            except Explained as exc:
-                args = (failed.emit, (exc,))
-            except Exception as exc:  # noqa: BLE001 - shown as what / why / fix, the wizard goes on
-                args = (failed.emit, (Explained(words, why=f"unexpected {type(exc).__name__}: {exc}",
-                                                fix="go on without it and try again later"),))
-            self._post(self._ended, (setup, *args))
+        def refused(exc: Exception) -> None:  # shown as what / why / fix, the wizard goes on
+            if not isinstance(exc, Explained):
+                exc = Explained(words, why=f"unexpected {type(exc).__name__}: {exc}",
+                                fix="go on without it and try again later")
+            self._ended(setup, failed.emit, (exc,))
 
-        threading.Thread(target=body, name=name, daemon=True).start()
+        self._on_thread(name, call, lambda result: self._ended(setup, signal.emit, (result,)), refused)
 
     def _ended(self, setup: bool, emit: Callable, args: tuple) -> None:
         if setup:
@@ -148,7 +144,8 @@ class EnginePage(Page):
         self._running(False)
         for widget in (self.setup_button, self.detail, self.python):
             widget.hide()
-        self.finish("You can go on without it and set it up later: the app offers it again at start, or `nightschool engine setup`.")
+        self.finish("You can go on without it and set it up later: the app offers it again at start, "
+                    "or `nightschool engine setup`.")
 
     def initializePage(self) -> None:
         if self.work.engine is None:

@@ -58,7 +58,7 @@ def test_a_ready_engine_whose_python_is_gone_is_broken(frozen):
     assert found.state == "broken" and "repair" in found.detail
 
 
-def test_the_import_probe_names_what_is_missing(frozen):
+def test_the_import_probe_passes_on_a_whole_environment_and_says_when_its_python_is_gone(frozen):
     env = ready(paths.app_version())  # this test venv's Python: it has torch and the engine, not a "missing" module
     found = setup.status(check=True)
     assert found.state == "ready", found.detail
@@ -68,6 +68,17 @@ def test_the_import_probe_names_what_is_missing(frozen):
     assert result["ok"] and result["torch"].startswith("2.")
     result = probe.run(env / "bin" / "nothing-here")
     assert not result["ok"] and "does not exist" in result["reason"]
+
+
+def test_the_import_probe_names_what_does_not_import(frozen, tmp_path):
+    env = ready(paths.app_version())
+    shadow = tmp_path / "shadow"  # a peft that cannot be imported, first on that Python's path
+    shadow.mkdir()
+    (shadow / "peft.py").write_text("raise ImportError('planted: peft is damaged')\n")
+    (env / "bin" / "python").write_text(f'#!/bin/sh\nPYTHONPATH="{shadow}" exec "{sys.executable}" "$@"\n')
+    found = setup.status(check=True)
+    assert found.state == "broken" and "peft (ImportError: planted: peft is damaged)" in found.detail
+    assert "torch" not in found.detail  # only what is missing is named
 
 
 def test_child_processes_of_the_packaged_app_get_the_library_path_back(frozen, monkeypatch):
@@ -104,7 +115,8 @@ def test_no_network_is_said_as_such(tmp_path, monkeypatch):
 
 def test_too_little_disk_is_refused_before_anything_is_written(monkeypatch, frozen):
     real = shutil.disk_usage
-    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=200 * 1024 ** 2))  # a stand-in: a full disk
+    full = lambda p: real(p)._replace(free=200 * 1024 ** 2)  # noqa: E731 - a stand-in: a nearly full disk
+    monkeypatch.setattr(shutil, "disk_usage", full)
     with pytest.raises(EngineSetupError) as err:
         setup.run()
     assert "disk space" in err.value.message and "GB" in err.value.why and "NIGHTSCHOOL_HOME" in err.value.fix

@@ -100,7 +100,7 @@ def engine_python() -> str:
         return env
     if not frozen():
         return sys.executable
-    python, ready = engine_env_python(), _engine_ready()
+    python, ready = engine_env_python(), engine_ready()
     if ready.get("app_version") not in (None, app_version()):
         raise SetupError(f"The training engine is Nightschool {ready['app_version']}'s, this app is {app_version()}",
                          why="the app was updated; its engine is updated once, with what changed",
@@ -114,7 +114,8 @@ def engine_python() -> str:
             "or set NIGHTSCHOOL_ENGINE_PYTHON to a Python that has Nightschool installed")
 
 
-def _engine_ready() -> dict:
+def engine_ready() -> dict:
+    """What the engine environment's ready.json says (app_version, torch, cuda…); {} when it is not ready."""
     import json
 
     try:

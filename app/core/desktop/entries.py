@@ -31,8 +31,9 @@ MIME_XML = f"""<?xml version="1.0" encoding="UTF-8"?>
 
 def default_command() -> tuple[list[str], Path | None]:
     """The running `nightschool`: the bundle's binary when frozen, else the `nightschool` script beside this
-    interpreter (a venv's bin), else this interpreter with -m run from the code's folder. Returns (argv, working dir)."""
-    if getattr(sys, "frozen", False):
+    interpreter (a venv's bin), else this interpreter with -m run from the code's folder.
+    Returns (argv, working dir)."""
+    if paths.frozen():
         return [sys.executable], None
     script = Path(sys.executable).with_name(APP_ID)
     if script.is_file() and os.access(script, os.X_OK):

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import platformdirs
+
 from app.core.base.errors import Explained
 from app.core.base.files import atomic_write
 from app.core.desktop import entries as E
@@ -25,18 +27,14 @@ def png_path(size: int) -> Path:
     return Path(f"icons/hicolor/{size}x{size}/apps/{E.APP_ID}.png")
 
 
-def _xdg_dir(var: str, fallback: str) -> Path:
-    """An XDG base dir: the variable when it holds an absolute path (the spec ignores relative ones), else ~/fallback."""
-    value = os.environ.get(var, "")
-    return Path(value) if os.path.isabs(value) else Path.home() / fallback
-
-
 def data_home() -> Path:
-    return _xdg_dir("XDG_DATA_HOME", ".local/share")
+    """$XDG_DATA_HOME or ~/.local/share (platformdirs)."""
+    return Path(platformdirs.user_data_dir())
 
 
 def config_home() -> Path:
-    return _xdg_dir("XDG_CONFIG_HOME", ".config")
+    """$XDG_CONFIG_HOME or ~/.config (platformdirs)."""
+    return Path(platformdirs.user_config_dir())
 
 
 def autostart_path(config: Path | None = None) -> Path:
@@ -172,8 +170,8 @@ def status(prefix: Path | None = None, config_home: Path | None = None) -> Deskt
 # --- the desktop's caches ------------------------------------------------------------------------------
 def is_live(prefix: Path) -> bool:
     """Whether the desktop reads this prefix ($XDG_DATA_HOME or one of $XDG_DATA_DIRS); else it is a staging root."""
-    dirs = os.environ.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share"
-    read = {data_home(), *(Path(d) for d in dirs.split(":") if os.path.isabs(d))}
+    dirs = platformdirs.site_data_dir(multipath=True).split(os.pathsep)
+    read = {data_home(), *(Path(d) for d in dirs if os.path.isabs(d))}
     return prefix.resolve() in {d.resolve() for d in read}
 
 

@@ -18,8 +18,7 @@ for name in {MODULES!r}:
     except Exception as exc:
         out["missing"][name] = f"{{type(exc).__name__}}: {{exc}}"[:300]
 if "torch" in out:
-    import torch
-    out["cuda"] = bool(torch.cuda.is_available())
+    out["cuda"] = bool(sys.modules["torch"].cuda.is_available())
 print(json.dumps(out))
 """
 TIMEOUT_S = 180

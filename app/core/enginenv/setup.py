@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from app.core.base import files, paths
@@ -49,16 +49,18 @@ class SetupProgress:
 def stages(p: plans.Plan) -> list[tuple[str, str]]:
     build = "CUDA" if p.cuda else "CPU"
     return [("python", "finding a Python"), ("venv", "creating the environment"),
-            ("torch", f"installing torch {p.torch} ({build} build)"), ("llama", f"installing llama-cpp-python {p.llama}"),
+            ("torch", f"installing torch {p.torch} ({build} build)"),
+            ("llama", f"installing llama-cpp-python {p.llama}"),
             ("packages", "installing transformers, PEFT, TRL and the rest"),
-            ("nightschool", f"installing Nightschool {p.app_version}'s engine"), ("probe", "checking that it all imports")]
+            ("nightschool", f"installing Nightschool {p.app_version}'s engine"),
+            ("probe", "checking that it all imports")]
 
 
 def status(check: bool = False) -> EngineStatus:
     """Where the engine stands; check=True also runs the import probe on a ready environment (a few seconds)."""
     env_dir = paths.engine_env_dir()
     python = paths.engine_env_python(env_dir)
-    ready = _read(env_dir / paths.ENGINE_READY)
+    ready = paths.engine_ready()
     if named := os.environ.get("NIGHTSCHOOL_ENGINE_PYTHON"):
         return EngineStatus("external", named, "NIGHTSCHOOL_ENGINE_PYTHON names the engine's Python")
     if ready:
@@ -117,8 +119,9 @@ class Setup:
         return [s for s, _ in self.stages if s in ("python", "probe") or done.get(s) != self.key(s)]
 
     def run(self) -> None:
-        (self.env_dir / paths.ENGINE_READY).unlink(missing_ok=True)
         todo = self.pending()
+        if set(todo) - {"python", "probe"}:  # something to install: not ready until the probe says so again
+            (self.env_dir / paths.ENGINE_READY).unlink(missing_ok=True)
         self.check_disk(todo)
         self.started, self.base = time.monotonic(), pip.tree_bytes(self.env_dir)
         self.total = sum(plans.expected_bytes(s, self.plan) for s in todo) or None
@@ -189,7 +192,11 @@ class Setup:
         if wheel is None:  # compile once and keep the wheel (minutes on a laptop)
             self.pip(["wheel", "--no-deps", f"llama-cpp-python=={self.plan.llama}", "-w", str(paths.wheels_dir())],
                      "compiling llama.cpp (about 7 minutes, only the first time)")
-            wheel = plans.kept_llama_wheel(plans.make(self.env_dir))
+            wheel = plans.kept_llama_wheel(self.plan)  # paths.wheels_dir() is one of the plan's wheel dirs
+            if wheel is None:
+                raise EngineSetupError("llama.cpp was compiled but its wheel was not found",
+                                       why=f"pip wheel wrote nothing named llama_cpp_python-{self.plan.llama}-*.whl "
+                                           f"into {paths.wheels_dir()}", fix=f"the whole output is in {self.log}")
         if plans.kept_llama_source(self.plan) is None:  # its source holds llama.cpp's GGUF converter
             self.pip(["download", "--no-deps", "--no-binary", ":all:", f"llama-cpp-python=={self.plan.llama}",
                       "-d", str(paths.wheels_dir())], "fetching llama.cpp's converter")
@@ -208,6 +215,7 @@ class Setup:
     def do_probe(self) -> None:
         found = probe.run(self.python)
         if not found["ok"]:
+            (self.env_dir / paths.ENGINE_READY).unlink(missing_ok=True)
             raise EngineSetupError("The engine environment was installed but does not import",
                                    why=found["reason"], fix="`nightschool engine repair` starts from a clean "
                                                             "environment (the downloads are cached)")
