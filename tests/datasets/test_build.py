@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from app.core.datasets.catalog import Registry
+from app.core.datasets.splits import split_of
 from tests.datasets.helpers import ingest, records, split_ids, write_session
 
 
@@ -15,6 +16,33 @@ def _ids_by_session(folder: Path) -> dict[str, set[str]]:
         for rec in records(folder, split):
             out.setdefault(rec["session_id"], set()).add(rec["id"])
     return out
+
+
+def stored_sessions(store) -> set[str]:
+    """The session ids the store holds (derived from each file's path, so they differ from run to run)."""
+    from sqlalchemy import select
+
+    from app.core.base.schema.capture import CaptureFile
+
+    with store.session() as db:
+        return set(db.scalars(select(CaptureFile.session_id)))
+
+
+def more_until_one_held_out(store, agent_dir: Path, start: int, count: int, val_share: float,
+                            test_share: float) -> int:
+    """Write and ingest `count` sessions from number `start`, then more until the stable hash puts at least one of
+    the new ones in the test split (the ids come from temporary paths: a fixed count would hold out none now and
+    then). Returns the next session number."""
+    before, index = stored_sessions(store), start
+    while index < start + count + 60:
+        write_session(agent_dir, index)
+        index += 1
+        if index < start + count:
+            continue
+        ingest(store, agent_dir)
+        if any(split_of(sid, val_share, test_share) == "test" for sid in stored_sessions(store) - before):
+            return index
+    raise AssertionError("no new session hashed into the held-out share")
 
 
 def test_rebuild_after_one_new_session_changes_only_its_examples(store, agent_dir, build):
@@ -42,9 +70,7 @@ def test_rebuild_after_one_new_session_changes_only_its_examples(store, agent_di
 
 
 def test_no_session_in_two_splits_and_the_heldout_set_is_never_trained_on(store, agent_dir, build):
-    for i in range(16):
-        write_session(agent_dir, i)
-    ingest(store, agent_dir)
+    stop = more_until_one_held_out(store, agent_dir, 0, 16, val_share=0.2, test_share=0.25)
     first, a = build(name="first", mode="full", val_share=0.2, test_share=0.25)
     assert first.ok, first.message
     heldout = Registry(store).heldout(a.base_model)
@@ -53,10 +79,8 @@ def test_no_session_in_two_splits_and_the_heldout_set_is_never_trained_on(store,
     assert not (by_split["train"] & by_split["val"]) and not (by_split["train"] & by_split["test"])
     assert not (by_split["val"] & by_split["test"])
 
-    for i in range(16, 28):  # more work comes in; the next build is incremental with replay
-        write_session(agent_dir, i)
-    ingest(store, agent_dir)
-    second, b = build(name="second", replay=0.3)
+    more_until_one_held_out(store, agent_dir, stop, 12, val_share=0.1, test_share=0.1)  # more work comes in
+    second, b = build(name="second", replay=0.3, val_share=0.1, test_share=0.1)  # incremental with replay
     assert second.ok, second.message
     man = json.loads((Path(b.path) / "manifest.json").read_text())
     assert man["mode"] == "incremental" and man["replayed_from"] == ["first"]
