@@ -17,6 +17,16 @@ from tests.tiny_model import build, chat_records  # noqa: E402
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
+def pytest_configure(config) -> None:
+    """One fixed temporary root unless --basetemp names another: stored session ids come from transcript paths, and
+    their stable-hash splits with them, so the same paths make a run here and a run in CI draw the same splits.
+    (Two runs at once in one checkout need their own --basetemp: pytest empties this root at the start.)"""
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        import tempfile
+
+        config.option.basetemp = str(Path(tempfile.gettempdir()) / "nightschool-tests")
+
+
 def fast_hyper(**over) -> Hyper:
     """Hyper-parameters that make the tiny model learn visibly in a few seconds."""
     base = dict(max_steps=30, epochs=100, learning_rate=2e-2, lora_r=8, lora_alpha=16, batch_size=4, grad_accum=1,
