@@ -20,11 +20,13 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 def pytest_configure(config) -> None:
     """One fixed temporary root unless --basetemp names another: stored session ids come from transcript paths, and
     their stable-hash splits with them, so the same paths make a run here and a run in CI draw the same splits.
-    (Two runs at once in one checkout need their own --basetemp: pytest empties this root at the start.)"""
-    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+    pytest empties this root at the start, so a pytest that a test runs (it inherits NIGHTSCHOOL_TESTS_ROOT) keeps
+    pytest's own numbered folders, and two runs at once in one checkout need their own --basetemp."""
+    if config.option.basetemp is None and not os.environ.get("NIGHTSCHOOL_TESTS_ROOT"):
         import tempfile
 
         config.option.basetemp = str(Path(tempfile.gettempdir()) / "nightschool-tests")
+        os.environ["NIGHTSCHOOL_TESTS_ROOT"] = config.option.basetemp
 
 
 def fast_hyper(**over) -> Hyper:

@@ -65,7 +65,10 @@ def test_watched_sessions_fill_the_panel_and_appends_show_up(qtbot, make_window,
     window = make_window(watch=True)
     window.tabs.setCurrentWidget(window.capture)
     panel = window.capture
-    qtbot.waitUntil(lambda: panel.sessions.rowCount() == 3, timeout=TIMEOUT_MS)
+    # the panel re-reads after each ingest; one refresh can read the totals just before the third session's commit
+    # and the table just after it, so wait for the refresh that follows the third ingest
+    qtbot.waitUntil(lambda: panel.sessions.rowCount() == 3 and "3 sessions" in panel.totals.text(),
+                    timeout=TIMEOUT_MS)
 
     assert "3 sessions" in panel.totals.text() and "2 claude-code, 1 codex" in panel.totals.text()
     lines_in, *parts = map(int, re.search(r"(\d+) lines in = (\d+) stored \+ (\d+) quarantined \+ (\d+) skipped",
