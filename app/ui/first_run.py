@@ -55,8 +55,11 @@ class WizardWork(BackgroundController):
             return
         self.stop = stop = threading.Event()
         self._set_busy(True)
-        run = lambda: self.engine.run(on_progress=lambda p: self._post(self.progress.emit, (p,)),
-                                      stop=stop, repair=repair)
+
+        def run():
+            return self.engine.run(on_progress=lambda p: self._post(self.progress.emit, (p,)), stop=stop,
+                                   repair=repair)
+
         self._thread("first-run-setup", run, self.done, self.failed, "The engine setup stopped", setup=True)
 
     def cancel(self) -> None:

@@ -22,7 +22,7 @@ def stored_sessions(store) -> set[str]:
     """The session ids the store holds (derived from each file's path, so they differ from run to run)."""
     from sqlalchemy import select
 
-    from app.core.base.schema.capture import CaptureFile
+    from app.core.base.schema import CaptureFile
 
     with store.session() as db:
         return set(db.scalars(select(CaptureFile.session_id)))
