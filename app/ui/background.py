@@ -28,22 +28,27 @@ class BackgroundController(QObject):
 
     def _background(self, name: str, call: Callable, done: Callable, failed: str) -> None:
         """call() on a thread, then `_finish(done, result)` here; a refusal becomes `failed — why` for `_failed`."""
+        self._on_thread(name, call, *self._handlers(done, failed))
+
+    def _handlers(self, done: Callable, failed: str) -> tuple[Callable, Callable[[Exception], None]]:
+        """The GUI-thread ends of a step: `_finish(done, result)`, or `failed — why` for `_failed`."""
         def refused(exc: Exception) -> None:
             why = exc if isinstance(exc, Explained) else f"unexpected {type(exc).__name__}: {exc}"
             self._finish(self._failed, f"{failed} — {why}")
 
-        self._on_thread(name, call, lambda result: self._finish(done, result), refused)
+        return (lambda result: self._finish(done, result)), refused
 
     def _on_thread(self, name: str, call: Callable, done: Callable, refused: Callable[[Exception], None]) -> None:
         """call() on a thread; done(result) or refused(the exception) on the GUI thread (not once closed)."""
-        def body() -> None:
-            try:
-                handler, args = done, (call(),)
-            except Exception as exc:  # noqa: BLE001 - an Explained or not, the caller shows it; the app goes on
-                handler, args = refused, (exc,)
-            self._post(handler, args)
+        threading.Thread(target=self._run_and_post, args=(call, done, refused), name=name, daemon=True).start()
 
-        threading.Thread(target=body, name=name, daemon=True).start()
+    def _run_and_post(self, call: Callable, done: Callable, refused: Callable[[Exception], None]) -> None:
+        """On a worker thread: call(), then its outcome posted to the GUI thread (posts arrive in the order made)."""
+        try:
+            handler, args = done, (call(),)
+        except Exception as exc:  # noqa: BLE001 - an Explained or not, the caller shows it; the app goes on
+            handler, args = refused, (exc,)
+        self._post(handler, args)
 
     def _post(self, handler: Callable, args: tuple) -> None:
         if self._closed:

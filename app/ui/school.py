@@ -149,20 +149,22 @@ class SchoolController(PolledController):
 
     def _command(self, name: str, call: Callable, done: Callable, failed: str) -> None:
         """One command at a time (a policy change reads, changes and writes the whole policy: two at once could lose
-        one), in the order given."""
+        one), in the order given, and their outcomes come back in that order too (each is posted before the next
+        command runs, so the banner ends on the last one's words)."""
         self._set_busy(True)
         ticket = next(self._tickets)
+        handlers = self._handlers(done, failed)
 
-        def in_turn():
+        def in_turn() -> None:
             with self._turn:
                 self._turn.wait_for(lambda: self._serving == ticket)
             try:
-                return call()
+                self._run_and_post(call, *handlers)
             finally:
                 with self._turn:
                     self._serving += 1
                     self._turn.notify_all()
-        self._background(name, in_turn, done, failed)
+        threading.Thread(target=in_turn, name=name, daemon=True).start()
 
     def _said(self, text: str) -> None:
         self.message.emit("info", text)

@@ -219,6 +219,24 @@ def test_policy_edits_go_through_the_school_and_a_refusal_says_why(qtbot, panel,
     qtbot.waitUntil(lambda: panel.window_edit.text() == "02:00-06:00", timeout=WAIT_MS)  # back to the stored value
 
 
+def test_commands_come_back_in_the_order_given(qtbot, panel, store):
+    """Each command's outcome is posted before the next command runs (else two quick edits could end the banner on
+    the first one's words, as a CI run once showed)."""
+    controller, log = panel.controller, []
+    post, set_policy = controller._post, controller.school.set_policy
+    controller._post = lambda handler, args: (handler == controller._on_read or log.append("posted"),
+                                              post(handler, args))  # a command's outcome, not a read
+    controller.school.set_policy = lambda key, value: (log.append(f"runs {key}"), set_policy(key, value))[1]
+    read(qtbot, panel)
+    log.clear()
+    for value in (4, 5, 6):
+        controller.set_policy("min_sessions", value)
+    qtbot.waitUntil(lambda: log.count("posted") >= 3, timeout=WAIT_MS)
+    assert log[:6] == ["runs min_sessions", "posted"] * 3
+    qtbot.waitUntil(lambda: "Policy min_sessions is now 6" in panel.banner.text(), timeout=WAIT_MS)
+    assert School(store).policy()["min_sessions"] == 6
+
+
 def test_the_window_opens_on_the_school_tab_with_its_own_runtime(qtbot, make_window):
     window = make_window()
     assert window.tabs.tabText(0) == "School" and window.tabs.currentWidget() is window.school
