@@ -19,7 +19,7 @@ def _ids_by_session(folder: Path) -> dict[str, set[str]]:
 
 
 def stored_sessions(store) -> set[str]:
-    """The session ids the store holds (derived from each file's path, so they differ from run to run)."""
+    """The session ids the store holds (derived from each file's path: the same only under the same test root)."""
     from sqlalchemy import select
 
     from app.core.base.schema import CaptureFile

@@ -20,8 +20,9 @@ from tests.datasets.helpers import write_session
 from tests.runtime.daemon_helpers import cli_json, log_tail, start_daemon, wait_for
 
 pytestmark = pytest.mark.slow
-# 20 sessions hold out about 2-12 for judging (session ids, hence splits, differ per run): fewer loss examples than the
-# gate's default minimum of 20, so the verdict rests on at least 2 here (the statistical rules are the default ones)
+# 20 sessions hold out about 2-12 for judging (session ids, hence splits, follow the tests' paths): fewer loss examples
+# than the gate's default minimum of 20, so the verdict rests on at least 2 here (the statistical rules are the default
+# ones)
 SMALL_EVIDENCE = Thresholds(min_examples=2, min_contexts=5)
 CYCLE_S = 900  # one cycle on the tiny model: build, 30 steps, three evaluations, export, deploy (2 cores, busy CI)
 HYPER = {"learning_rate": 0.001, "batch_size": 4, "grad_accum": 1, "lora_r": 8, "lora_alpha": 16, "warmup": 0.0,
