@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Signal, Slot
 
 from app.core.base.errors import Explained
 
@@ -23,6 +23,7 @@ class BackgroundController(QObject):
         self._closed = False
         self._back.connect(self._dispatch)
 
+    @Slot(object, object)  # a declared slot: the receiver PySide 6.8+ wants for signals emitted on other threads
     def _dispatch(self, handler: Callable, args: tuple) -> None:
         handler(*args)
 

@@ -19,7 +19,7 @@ from app.core.runtime import lock
 from app.core.runtime.lock import RuntimeBusy
 from app.core.runtime.supervisor import Runtime
 from app.core.train.jobs import JobManager
-from app.ui import refguard
+from app.ui import gcguard, refguard
 from app.ui.capture import CaptureController
 from app.ui.datasets import DatasetsController
 from app.ui.engine_check import offer as offer_engine
@@ -104,6 +104,7 @@ def run_gui(on_ready: Callable[[MainWindow], None] | None = None, minimized: boo
     app.setApplicationName("Nightschool")
     app.setDesktopFileName("nightschool")  # Wayland's app id: the launcher's icon and name (nightschool.desktop)
     refguard.install(app)  # PySide6 6.12 refcount bug: without it a long watched job aborts the app
+    gcguard.install()  # cycles holding Qt objects are collected on this thread, never on a worker's
     apply_dark(app)
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal, Slot
 
 from app.core.base import paths
 from app.core.runtime import channel, lock
@@ -138,6 +138,7 @@ class RuntimeLink(QObject):
         self._post({"type": "viewer.connection", "connected": connected, "words": words})
 
     # --- the GUI thread ------------------------------------------------------------------------------
+    @Slot(object)  # a declared slot: the receiver PySide 6.8+ wants for signals emitted on other threads
     def _deliver(self, event: dict) -> None:
         if self._closed:
             return

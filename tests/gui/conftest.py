@@ -17,6 +17,25 @@ def refguard_session(qapp):
     timer.stop()
 
 
+@pytest.fixture(scope="package", autouse=True)
+def gcguard_package(qapp):
+    """As in the app, cycles holding Qt objects are collected on the GUI thread only (see app/ui/gcguard.py); the
+    tests after these (no Qt objects) get automatic collection back."""
+    from app.ui import gcguard
+
+    gcguard.install()
+    yield gcguard
+    gcguard.uninstall()
+
+
+@pytest.fixture(autouse=True)
+def collect_after(gcguard_package):
+    """Each test ends with what the app's timer would collect, here on the main thread: a test that waits without
+    Qt's event loop keeps a bounded heap too."""
+    yield
+    gcguard_package.collect_due()
+
+
 @pytest.fixture(scope="session")
 def aio_session(qapp):
     """One asyncio loop for the session, driven by Qt events, so qtbot.waitUntil also runs the clients' coroutines."""

@@ -10,8 +10,10 @@ from tests.conftest import fast_hyper
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = """
+import gc
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
+from app.ui import gcguard
 from app.ui.main import run_gui
 
 app = QApplication([])  # held until interpreter shutdown: the harshest order for Qt's teardown
@@ -21,6 +23,7 @@ def ready(window):
         views = list(window.controller.jobs.values())
         if views and all(v.final for v in views) and window.training.loss_chart.points("loss"):
             print("history", len(window.training.loss_chart.points("loss")), flush=True)
+            print("gc on the GUI thread only", gcguard.installed() and not gc.isenabled(), flush=True)
             QApplication.instance().quit()
         else:
             QTimer.singleShot(50, check)
@@ -38,6 +41,7 @@ def test_gui_process_exits_cleanly_after_replaying_a_job(manager, chat_file, tin
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "history 60" in out.stdout
+    assert "gc on the GUI thread only True" in out.stdout
 
 
 def test_the_refcount_guard_outlasts_pyside_lost_references(qapp):
@@ -64,3 +68,47 @@ def test_the_refcount_guard_outlasts_pyside_lost_references(qapp):
     assert len(seen) == 20_000 and all(seen)
     if sys.version_info < (3, 12):
         assert sys.getrefcount(None) > refguard.LOW and sys.getrefcount(True) > refguard.LOW
+
+
+def test_qt_objects_in_cycles_are_destroyed_on_the_gui_thread_only(qtbot):
+    """With gcguard (installed for every GUI test, as the app installs it), Qt objects in reference cycles are left
+    alone by worker threads that allocate enough to make collections due, and die on the GUI thread's next timer
+    tick. Without it the first worker's collection would destroy them on its own thread (a segfault with widgets)."""
+    import gc
+    import threading
+
+    from PySide6.QtCore import QObject, QTimer
+
+    from app.ui import gcguard
+
+    assert gcguard.installed() and not gc.isenabled()
+    gc.collect()
+    died: list[str] = []
+
+    class InACycle(QObject):
+        def __init__(self) -> None:
+            super().__init__()
+            self.me = self  # only the cycle collector can free it
+            self.timer = QTimer(self)  # as the tabs' controllers hold
+            self.timer.start(60_000)
+
+        def __del__(self) -> None:
+            died.append(threading.current_thread().name)
+
+    for _ in range(20):
+        InACycle()
+
+    kept: list = []
+
+    def allocate() -> None:  # 100 000 containers kept: with automatic collection on, all three generations fall due
+        kept.append([[] for _ in range(100_000)])
+
+    workers = [threading.Thread(target=allocate, name=f"worker-{n}") for n in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert died == []
+    qtbot.waitUntil(lambda: len(died) == 20, timeout=5_000)
+    kept.clear()
+    assert set(died) == {threading.main_thread().name}
