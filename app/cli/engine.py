@@ -38,22 +38,18 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
+    """Set up with the wizard's progress: stage, share done, MB or llama.cpp's compile steps, and the time left."""
+    from app.cli.progress import SetupView
     from app.core.enginenv import setup
 
     stop = threading.Event()
-    shown: dict = {}
+    view = SetupView()
 
     def show(p: setup.SetupProgress) -> None:
         if args.json:
             print(json.dumps(p.__dict__), file=sys.stderr, flush=True)
-            return
-        if shown.get("stage") != p.stage:
-            shown["stage"] = p.stage
-            print(f"[{p.index}/{p.stages}] {p.label}", flush=True)
-        elif sys.stdout.isatty():
-            total = f" of ~{p.bytes_total / 1e6:,.0f}" if p.bytes_total else ""
-            eta = f", about {p.eta_s / 60:.0f} min left" if p.eta_s else ""
-            print(f"\r      {p.bytes_done / 1e6:,.0f}{total} MB{eta}   ", end="", flush=True)
+        else:
+            view(p)
 
     def go() -> int:
         try:
@@ -62,9 +58,11 @@ def cmd_setup(args: argparse.Namespace) -> int:
             stop.set()
             print("\nstopped: set up again to go on from there", file=sys.stderr)
             return 130
+        finally:
+            view.end_line()
         if args.json:
             return print_json(found.to_dict())
-        print(f"\nengine: {found.state} — {found.detail}")
+        print(f"engine: {found.state} — {found.detail}")
         return 0 if found.state == "ready" else 1
 
     return refusals(go)

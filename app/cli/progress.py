@@ -1,8 +1,10 @@
 """Terminal view of a job: a tqdm progress bar with loss and ETA, state changes and errors as lines (its state is the
-shared app.core.train.view.JobView, the one the Training tab draws)."""
+shared app.core.train.view.JobView, the one the Training tab draws); and of the engine's set-up: the wizard's words,
+share and ETA (app.core.enginenv.setup.SetupProgress)."""
 from __future__ import annotations
 
 import sys
+from typing import TextIO
 
 from tqdm import tqdm
 
@@ -65,3 +67,36 @@ class TerminalView:
                 print(f"loss {first:.4f} -> {last:.4f} over {m.get('steps')} steps")
             print(f"LoRA adapter: {self.job.result.adapter_path}")
         return 0
+
+
+class SetupView:
+    """The engine set-up in the terminal: a line per stage ("4 of 7 · compiling llama.cpp…"), then the share of the
+    whole set-up done with what this stage did and the time left ("  41% · step 140 of 310 · about 3 min left") —
+    redrawn in place on a terminal, else a new line each time the percentage changes (a log, the journal)."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+        self.live = self.out.isatty()
+        self.heading: tuple[str, str] | None = None
+        self.shown = ""
+        self.percent: int | None = None
+
+    def __call__(self, p) -> None:
+        stage, detail = p.words()
+        if self.heading != (p.stage, p.label):
+            self.end_line()
+            self.heading, self.percent = (p.stage, p.label), None
+            print(stage, file=self.out, flush=True)
+        percent = p.share() // 10
+        line = f"  {percent:3d}%" + (f" · {detail}" if detail else "")
+        if self.live:
+            print(f"\r{line:<{len(self.shown)}}", end="", file=self.out, flush=True)
+            self.shown = line
+        elif percent != self.percent:
+            print(line, file=self.out, flush=True)
+        self.percent = percent
+
+    def end_line(self) -> None:
+        if self.live and self.shown:
+            print(file=self.out, flush=True)
+        self.shown = ""

@@ -19,7 +19,6 @@ from app.core.capture.sources import CaptureConfig
 from app.core.runtime import policy
 from app.ui.background import BackgroundController
 from app.ui.first_run_pages import DIM, GOOD, WARN, AgentsPage, ExcludePage, ModelPage, Page, PolicyPage, label
-from app.ui.school_words import eta_words
 
 NO_FIRST_RUN = "NIGHTSCHOOL_NO_FIRST_RUN"  # "1": never show the wizard (tests that build the window set it)
 
@@ -91,28 +90,11 @@ STATES = {"ready": ("The training engine is ready.", GOOD, ""),
           "partial": ("The training engine is partly installed.", WARN, "Set up now"),
           "outdated": ("The training engine is from another version of Nightschool.", WARN, "Set up again"),
           "broken": ("The training engine is damaged.", WARN, "Repair")}
-MB = 1_000_000
 
 
 def sentence(text: str) -> str:
     text = text.strip()
     return text[:1].upper() + text[1:] + ("" if not text or text.endswith((".", "!", "?")) else ".")
-
-
-def setup_words(p: Any) -> tuple[str, str]:
-    """A SetupProgress in words: ("2 of 6 · installing torch", "120 of 850 MB · about 3 min left")."""
-    size = ""
-    if p.bytes_total:
-        size = f"{p.bytes_done / MB:.0f} of {p.bytes_total / MB:.0f} MB"
-    elif p.bytes_done:
-        size = f"{p.bytes_done / MB:.0f} MB"
-    return f"{p.index} of {p.stages} · {p.label}", " · ".join(x for x in (size, eta_words(p.eta_s)) if x)
-
-
-def setup_share(p: Any) -> int:
-    """Per mille of the whole setup done: the finished stages plus this stage's bytes."""
-    part = min(1.0, p.bytes_done / p.bytes_total) if p.bytes_total else 0.0
-    return max(0, min(1000, round(1000 * (p.index - 1 + part) / max(1, p.stages))))
 
 
 class EnginePage(Page):
@@ -188,9 +170,11 @@ class EnginePage(Page):
         self.stage.setText("Stopping…")
 
     def show_progress(self, p: Any) -> None:
-        self.stage.setText(setup_words(p)[0])
-        self.size.setText(setup_words(p)[1])
-        self.bar.setValue(setup_share(p))
+        """A SetupProgress: its words and share (the terminal's `nightschool engine setup` says the same)."""
+        stage, size = p.words()
+        self.stage.setText(stage)
+        self.size.setText(size)
+        self.bar.setValue(p.share())
 
     def show_error(self, error: Explained | str) -> None:
         """A failed (or cancelled) setup or status read: what / why / fix, then the state as it is now."""

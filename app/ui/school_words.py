@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from app.core.base.words import eta_words
 from app.core.runtime.cycles import STAGES
 
 CHART = ("agreement", "validity", "loss")
@@ -16,17 +17,6 @@ def fmt(value: float | None, digits: int = 3) -> str:
 
 def signed(value: float | None) -> str:
     return "" if value is None else f"{value:+.3f}".replace("-", "−")
-
-
-def eta_words(seconds: float | None) -> str:
-    if seconds is None or seconds < 0:
-        return ""
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"about {seconds} s left"
-    if seconds < 3600:
-        return f"about {seconds // 60} min left"
-    return f"about {seconds // 3600} h {seconds % 3600 // 60:02d} min left"
 
 
 def local_hhmm(stamp: str | None, fmt: str = "%a %H:%M") -> str:

@@ -139,3 +139,82 @@ def test_the_plan_installs_the_engine_without_the_gui_and_torch_by_the_gpus(monk
     monkeypatch.setenv("NIGHTSCHOOL_GPUS", "1")  # a stand-in for an NVIDIA GPU: the CUDA build is planned
     assert plans.make().cuda is True
     assert plans.expected_bytes("torch", plans.make()) > plans.expected_bytes("torch", found)
+
+
+# A stand-in for the engine environment's Python during llama.cpp's compile (the real compile takes minutes): its
+# `pip wheel` prints ninja's "[k/n]" lines as `pip -v` passes them on, then leaves a wheel; `pip download` leaves the
+# source; `pip install` and the import probe (`-c`) succeed.
+STAND_IN_PYTHON = '''#!{python}
+import json, pathlib, sys, time
+args = sys.argv[1:]
+if args[:1] == ["-c"]:
+    print(json.dumps({{"python": "3.11.0", "missing": {{}}, "torch": "2.13.0+cpu", "cuda": False}}))
+elif args[:3] == ["-m", "pip", "wheel"]:
+    print("Running command Building wheel for llama-cpp-python (pyproject.toml)", flush=True)
+    for k in range(1, {steps} + 1):
+        time.sleep({pace})  # the stand-in's compile takes a while per step
+        print(f"  [{{k}}/{steps}] Building CXX object vendor/llama.cpp/src/part{{k}}.cpp.o", flush=True)
+    out = pathlib.Path(args[args.index("-w") + 1])
+    (out / "llama_cpp_python-{llama}-cp311-cp311-linux_x86_64.whl").write_bytes(b"stand-in")
+elif args[:3] == ["-m", "pip", "download"]:
+    (pathlib.Path(args[args.index("-d") + 1]) / "llama_cpp_python-{llama}.tar.gz").write_bytes(b"stand-in")
+'''
+
+
+def test_the_first_start_in_a_terminal_shows_the_compile_with_percentages_and_an_eta(frozen, tmp_path, monkeypatch,
+                                                                                    capsys):
+    """The packaged app's first start without a display, set-up interrupted before llama.cpp's compile: the
+    terminal shows the wizard's words for it — the whole set-up's percentage, the compile's steps, the time left."""
+    from app.cli.main import _engine_first
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # no wheel kept from this machine's own install
+    monkeypatch.delenv("NIGHTSCHOOL_WHEELS", raising=False)
+    monkeypatch.setattr(pip, "POLL_S", 0.1)
+    env = paths.engine_env_dir()
+    plan = plans.make(env)
+    python = paths.engine_env_python(env)
+    python.parent.mkdir(parents=True)
+    python.write_text(STAND_IN_PYTHON.format(python=sys.executable, steps=20, pace=0.15, llama=plan.llama))
+    python.chmod(0o755)
+    before = setup.Setup(plan, lambda _p: None, threading.Event())  # torch and the packages are in already
+    done = {s: before.key(s) for s in ("venv", "torch", "packages", "nightschool")}
+    (env / setup.STATE).write_text(json.dumps({"done": done}))
+
+    assert _engine_first() == 0
+    out = capsys.readouterr().out
+    assert "4 of 7 · compiling llama.cpp" in out and "engine: ready" in out
+    compiling = out.split("compiling llama.cpp")[1].split("\n", 1)[1].split("4 of 7 ·")[0]
+    lines = [line for line in compiling.splitlines() if "step" in line]
+    percents = [int(line.split("%")[0]) for line in lines]
+    assert len(lines) >= 3 and percents == sorted(percents) and 42 <= percents[0] < percents[-1] <= 57, compiling
+    etas = [line.split(" · ")[2] for line in lines if line.count(" · ") == 2]  # none once the last step is done
+    assert len(etas) >= len(lines) - 1 and all(e.startswith("about ") and e.endswith(" left") for e in etas), compiling
+    assert len(set(etas)) >= 2, compiling  # the time left is worked out again as the steps come
+    assert "step 20 of 20" in compiling or "step 19 of 20" in compiling
+
+
+def test_pip_passes_a_builds_own_steps_on_while_it_compiles(tmp_path, monkeypatch):
+    """What the compile's progress rests on: `pip wheel -v` writes the build's "[k/n]" lines into the log as they
+    come (a stand-in build backend prints them, as scikit-build-core passes ninja's on), and pip.run reads them."""
+    source = tmp_path / "source"
+    (source / "backend").mkdir(parents=True)
+    (source / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "standin"\n'
+                                           'backend-path = ["backend"]\n[project]\nname = "standin"\nversion = "1"\n')
+    (source / "backend" / "standin.py").write_text(
+        "import os, sys, time, zipfile\n"
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+        "    for k in range(1, 5):\n"
+        "        time.sleep(0.4)  # the stand-in's compile takes a while per step\n"
+        "        print(f'[{k}/4] Building C object part{k}.c.o', flush=True)\n"
+        "    name = 'standin-1-py3-none-any.whl'\n"
+        "    with zipfile.ZipFile(os.path.join(wheel_directory, name), 'w') as z:\n"
+        "        z.writestr('standin-1.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: standin\\nVersion: 1\\n')\n"
+        "        z.writestr('standin-1.dist-info/WHEEL', 'Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n"
+        "    return name\n")
+    monkeypatch.setattr(pip, "POLL_S", 0.1)
+    steps: list[tuple[int, int]] = []
+    pip.run(Path(sys.executable), ["wheel", "-v", "--no-deps", str(source), "-w", str(tmp_path / "out")],
+            tmp_path / "setup.log", "compiling", tmp_path, lambda _b: None, threading.Event(),
+            on_step=lambda k, n: steps.append((k, n)))
+    assert (tmp_path / "out" / "standin-1-py3-none-any.whl").is_file()
+    assert len(steps) >= 2 and steps == sorted(steps) and steps[-1] == (4, 4), steps

@@ -17,6 +17,9 @@ BUNDLED = paths.CODE_ROOT / "resources" / "engine"
 GUI_ONLY = {"pyside6-essentials", "pyside6", "pyqtgraph", "qasync"}  # the engine never imports Qt
 # Bytes each stage adds to the environment, measured on Linux x86_64 (the ETA's yardstick; refined by each run).
 EXPECTED_MB = {"venv": 20, "torch": 900, "torch-cuda": 5200, "llama": 25, "packages": 950, "nightschool": 8}
+# CPU-seconds llama.cpp's compile takes (ninja runs on every core): 4.1 min on 2 busy cores here, 7 min on a user's
+# 2-core laptop; the compile's ETA starts from this and trusts its own "[k/n]" steps more as they go on.
+COMPILE_CPU_S = 700
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,11 @@ def kept_llama_source(plan: Plan) -> Path | None:
 def expected_bytes(stage: str, plan: Plan) -> int:
     key = "torch-cuda" if stage == "torch" and plan.cuda else stage
     return EXPECTED_MB.get(key, 0) * 1024 * 1024
+
+
+def compile_seconds() -> float:
+    """How long llama.cpp's compile is expected to take on this machine."""
+    return max(60.0, COMPILE_CPU_S / max(1, os.cpu_count() or 1))
 
 
 def _constraints_file() -> Path | None:
