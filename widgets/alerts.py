@@ -69,11 +69,12 @@ class AlertList(QWidget):
         self._update_badge()
 
     # --- data -------------------------------------------------------------------------------------
-    def clear(self) -> None:
+    def clear(self, empty: str = EMPTY_TEXT) -> None:
+        """No rows; `empty` is what the diagnosis box says until an alert comes (e.g. that no job is selected)."""
         self.tree.clear()
         self._rows.clear()
         self.diagnosis.clear()
-        self.diagnosis.setPlaceholderText(EMPTY_TEXT)
+        self.diagnosis.setPlaceholderText(empty)
         self._update_badge()
 
     def add(self, severity: str, kind: str, step: int | None, message: str) -> int:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 
-from widgets.charts import COLOURS
+from widgets.charts import COLOURS, PlotNotice
 
 BACKGROUND = "#1e1f24"
 MAX_TICKS = 7  # category labels shown on the bottom axis at most (every k-th beyond that)
@@ -28,9 +28,12 @@ def _plot(widget: pg.PlotWidget, title: str) -> None:
 class StackedBars(pg.PlotWidget):
     """Categories along x, one stacked bar segment per series (e.g. sessions per day per agent)."""
 
-    def __init__(self, title: str, colours: dict[str, str] | None = None, parent=None) -> None:
+    def __init__(self, title: str, colours: dict[str, str] | None = None, empty: str = "", parent=None) -> None:
+        """empty: what the chart says inside the plot while it has no category."""
         super().__init__(parent=parent, background=BACKGROUND)
         _plot(self, title)
+        self.empty, self.notice = empty, PlotNotice(self)
+        self.notice.say(empty)
         self.colours = dict(colours or {})
         self.legend = self.addLegend(offset=(-5, 5), brush=pg.mkBrush(30, 31, 36, 220), labelTextColor="#d8dae0")
         self.bars: dict[str, pg.BarGraphItem] = {}
@@ -52,6 +55,7 @@ class StackedBars(pg.PlotWidget):
             self.bars[name] = item
             base = [b + v for b, v in zip(base, values)]
         self._ticks(labels or categories)
+        self.notice.say("" if categories else self.empty)
         self.setXRange(-0.6, max(len(categories), 1) - 0.4, padding=0)
         self.setYRange(0, max(base, default=0) * 1.4 or 1, padding=0)  # room for the legend
         _whole_ticks(self.getAxis("left"), max(base, default=0))
@@ -67,9 +71,12 @@ class StackedBars(pg.PlotWidget):
 class LabelledBars(pg.PlotWidget):
     """A horizontal histogram: one bar per label, the labels as ticks on the left axis, the largest on top."""
 
-    def __init__(self, title: str, colour: str = COLOURS[0], parent=None) -> None:
+    def __init__(self, title: str, colour: str = COLOURS[0], empty: str = "", parent=None) -> None:
+        """empty: what the chart says inside the plot while it has no bar."""
         super().__init__(parent=parent, background=BACKGROUND)
         _plot(self, title)
+        self.empty, self.notice = empty, PlotNotice(self)
+        self.notice.say(empty)
         self.showGrid(x=True, y=False, alpha=0.15)
         self.colour = colour
         self.item: pg.BarGraphItem | None = None
@@ -85,6 +92,7 @@ class LabelledBars(pg.PlotWidget):
                                     pen=pg.mkPen(BACKGROUND))
         self.addItem(self.item)
         self.getAxis("left").setTicks([[(y, label) for y, label in zip(ys, self.labels)], []])
+        self.notice.say("" if pairs else self.empty)
         self.setYRange(-0.6, max(n, 1) - 0.4, padding=0)
         top = max((v for _, v in pairs), default=0)
         self.setXRange(0, top * 1.1 or 1, padding=0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from bisect import bisect_left
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QPoint, QRect, Qt, QTimer
 from PySide6.QtWidgets import QLabel
 
 REDRAW_MS = 100  # at most 10 redraws a second, however fast points arrive
@@ -17,8 +17,45 @@ BACKGROUND = "#1e1f24"
 AXIS_TEXT = "#9aa0aa"
 TITLE_TEXT = "#d8dae0"
 TITLE_SIZE = "9pt"
+NOTICE_TEXT = "#8a8f98"
+NOTICE_SIZE = "10pt"
 MARKER_PEN = pg.mkPen("#feca57", width=1, style=Qt.PenStyle.DashLine)
 HIGHLIGHT_PEN = pg.mkPen("#ff5c5c", width=1, style=Qt.PenStyle.DotLine)
+
+
+class PlotNotice(QLabel):
+    """Grey words inside a plot's data area (what will appear there, or why nothing can): centred, wrapped to the
+    view box and kept inside it as the plot resizes, so they never run over the axes or the title."""
+
+    MARGIN = 6  # pixels kept free on each side inside the view box
+
+    def __init__(self, plot: pg.PlotWidget) -> None:
+        super().__init__(plot)
+        self._plot = plot
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setWordWrap(True)
+        self.setStyleSheet(f"color:{NOTICE_TEXT};background:transparent;font-size:{NOTICE_SIZE};")
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.hide()
+        plot.getPlotItem().getViewBox().sigResized.connect(self.place)
+
+    def say(self, text: str) -> None:
+        self.setText(text)
+        self.setVisible(bool(text))
+        self.place()
+
+    def shown(self) -> str:
+        return "" if self.isHidden() else self.text()
+
+    def view_rect(self) -> QRect:
+        """The view box (the data area) in the plot widget's coordinates."""
+        box = self._plot.getPlotItem().getViewBox()
+        rect = self._plot.mapFromScene(box.sceneBoundingRect()).boundingRect()
+        return rect.translated(self._plot.viewport().mapTo(self._plot, QPoint(0, 0)))
+
+    def place(self, *_resized) -> None:
+        m = self.MARGIN
+        self.setGeometry(self.view_rect().adjusted(m, m, -m, -m))
 
 
 class LiveChart(pg.PlotWidget):
@@ -30,9 +67,10 @@ class LiveChart(pg.PlotWidget):
 
     def __init__(self, title: str, y_label: str, series: list[str], x_label: str | None = "step",
                  styles: dict[str, dict] | None = None, legend: str | None = None, si_prefix: bool = False,
-                 parent=None) -> None:
+                 empty: str = "", parent=None) -> None:
         """legend: "title" (coloured names in the title, nothing over the data; the default for several series),
-        "overlay" (a pyqtgraph legend in the top-left corner, for series made on the fly) or "none"."""
+        "overlay" (a pyqtgraph legend in the top-left corner, for series made on the fly) or "none".
+        empty: what the chart says inside the plot while no series has a point (what will appear there)."""
         super().__init__(parent=parent, background=BACKGROUND)
         self._title = title
         self._title_shown: tuple[str, ...] | None = None
@@ -59,11 +97,10 @@ class LiveChart(pg.PlotWidget):
             self.ensure_series(name)
         self._markers: list[pg.InfiniteLine] = []
         self._highlight: pg.InfiniteLine | None = None
-        self._notice = QLabel(self)
-        self._notice.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self._notice.setStyleSheet("color:#8a8f98;background:transparent;font-size:11pt;")
-        self._notice.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
-        self._notice.hide()
+        self._notice = PlotNotice(self)
+        self._said = ""  # the notice set by set_notice (it wins over the empty text)
+        self._empty = empty
+        self._show_notice()
         self._dirty = False
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)  # started by the first change after a redraw: no wake-ups while idle
@@ -170,28 +207,31 @@ class LiveChart(pg.PlotWidget):
         self._highlight.show()
 
     def set_notice(self, text: str | None) -> None:
-        """A grey line of text over the plot (e.g. "no GPU"); None or "" removes it."""
-        self._notice.setText(text or "")
-        self._notice.setVisible(bool(text))
-        self.getPlotItem().showAxis("bottom", not text)  # no meaningless 0..1 step ticks under the notice
-        self._place_notice()
+        """Grey words inside the plot (e.g. "no GPU"), shown whatever the data; None or "" removes them (the empty
+        text, if any, shows again while there is no point)."""
+        self._said = text or ""
+        self._show_notice()
+
+    def set_empty_text(self, text: str) -> None:
+        """What the chart says while it has no point (e.g. what will be drawn, and when)."""
+        self._empty = text
+        self._show_notice()
 
     def notice(self) -> str:
-        """The notice shown over the plot, "" when none."""
-        return self._notice.text() if not self._notice.isHidden() else ""
+        """The words shown inside the plot, "" when none."""
+        return self._notice.shown()
 
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        self._place_notice()
-
-    def _place_notice(self) -> None:
-        notice = self.__dict__.get("_notice")  # resizeEvent runs inside PlotWidget.__init__, before it exists
-        if notice is not None:
-            notice.setGeometry(0, 0, self.width(), self.height())
+    def _show_notice(self) -> None:
+        text = self._said or ("" if self.has_data() else self._empty)
+        if text != self._notice.shown():
+            self._notice.say(text)
+            self.getPlotItem().showAxis("bottom", not text)  # no meaningless 0..1 step ticks under the words
 
     # --- drawing ---------------------------------------------------------------------------------
     def _changed(self) -> None:
         self._dirty = True
+        if self._empty and not self._said and bool(self._notice.shown()) == self.has_data():
+            self._show_notice()  # the first point came, or the last one went
         if not self._timer.isActive():
             self._timer.start()
 

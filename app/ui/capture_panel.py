@@ -145,8 +145,10 @@ class CapturePanel(QWidget):
         layout.addWidget(split, 1)
 
     def _overview(self) -> QWidget:
-        self.per_day = StackedBars("Sessions per day", AGENT_COLOURS)
-        self.tools = LabelledBars("Tool calls", "#4f8cff")
+        self.per_day = StackedBars("Sessions per day", AGENT_COLOURS,
+                                   empty="No session captured yet: each day's sessions, by agent, will be drawn here")
+        self.tools = LabelledBars("Tool calls", "#4f8cff",
+                                  empty="No tool call captured yet: the tools your agents call most will be listed here")
         self.sources = make_table(["Agent", "Root", "State", "Last event", "Error"], 1)
         self.quarantine = make_table(["Source", "Line", "Reason", "Excerpt"], 3)
         self.side_tabs = QTabWidget()

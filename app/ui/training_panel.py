@@ -35,6 +35,10 @@ from widgets.charts import (
 from widgets.job_table import JobTable
 
 NO_GPU = "no GPU — training on the CPU"
+NO_JOB_ALERTS = "No job selected: select one to see what the checker found in it."
+SHOWS = {"loss_chart": "training and eval loss", "lr_chart": "learning rate", "grad_chart": "gradient norm",
+         "throughput_chart": "tokens per second", "memory_chart": "RAM and VRAM use",
+         "gpu_chart": "GPU utilisation", "reward_chart": "reward and its components"}  # what each chart draws
 
 
 
@@ -73,6 +77,7 @@ class TrainingPanel(QWidget):
         self.table = JobTable()
         self.table.job_selected.connect(self.select_job)
         self.alerts = AlertList()
+        self.alerts.clear(NO_JOB_ALERTS)
         self.alerts.alert_selected.connect(self._on_alert_selected)
         left = QSplitter(Qt.Orientation.Vertical)
         left.addWidget(self.table)
@@ -88,6 +93,7 @@ class TrainingPanel(QWidget):
         self.grid.setSpacing(4)
         for chart in self.charts():
             chart.setMinimumSize(220, 120)
+        self._say_empty(None)
         self._layout_charts(gpu=True, reward=False)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(left)
@@ -146,11 +152,19 @@ class TrainingPanel(QWidget):
             self.chart_for(series).set_series(series, [p[0] for p in pts], [p[1] for p in pts])
         for step in view.resumes:
             self._on_resumed(job_id, step)
+        self._say_empty(view)
         self.alerts.clear()
         for index in range(len(view.alerts)):
             self._on_alert(job_id, index)
         self._update_side_charts(view)
         self._on_job_changed(job_id)
+
+    def _say_empty(self, view) -> None:
+        """What an empty chart says: which job's what will be drawn there, and from when."""
+        for name, what in SHOWS.items():
+            chart = getattr(self, name)
+            chart.set_empty_text(f"The job's {what} will be drawn here from its first logged step"
+                                 if view is not None else f"Select or start a job to see its {what} here")
 
     def charts(self) -> list[LiveChart]:
         return [self.loss_chart, self.lr_chart, self.grad_chart, self.throughput_chart, self.memory_chart,
