@@ -36,24 +36,40 @@ def _progress(bar):
     return step
 
 
+def _sources(ingestor) -> list[dict]:
+    """Each capture source as the running runtime's watcher has it (read through its status channel); without a
+    runtime that watches, a root that exists is "not running" (this command watches nothing itself)."""
+    from dataclasses import asdict
+
+    from app.core.capture.watcher import CaptureService
+    from app.core.runtime import channel, lock
+
+    holder = lock.holder()
+    found = channel.snapshot(holder) if holder and holder.get("channel") else None
+    if found and found.get("capture") is not None:
+        return found["capture"]
+    out = [asdict(s) for s in CaptureService(ingestor).status()]
+    for s in out:
+        s["state"] = "not running" if s["state"] == "stopped" else s["state"]
+    return out
+
+
 def cmd_status(args) -> int:
     from app.core.capture.queries import CaptureQueries
-    from app.core.capture.watcher import CaptureService
 
     ingestor = _ingestor()
     totals = CaptureQueries(ingestor.store).totals()
+    sources = _sources(ingestor)
     if getattr(args, "json", False):
         from dataclasses import asdict
 
         from app.cli.common import print_json
 
-        return print_json({"sources": [asdict(s) for s in CaptureService(ingestor).status()],
-                           "totals": asdict(totals), "include": ingestor.config.include,
+        return print_json({"sources": sources, "totals": asdict(totals), "include": ingestor.config.include,
                            "exclude": ingestor.config.exclude})
     print("Sources:")
-    for s in CaptureService(ingestor).status():
-        state = "found" if s.state in ("watching", "stopped") else s.state
-        print(f"  {s.agent:12} {state:10} {s.root}")
+    for s in sources:
+        print(f"  {s['agent']:12} {s['state']:12} {s['root']}" + (f"  ({s['error']})" if s.get("error") else ""))
     agents = ", ".join(f"{n} {a}" for a, n in sorted(totals.by_agent.items())) or "none yet"
     print(f"Sessions: {totals.sessions} ({agents}); messages: {totals.messages}; files followed: {totals.files}")
     print(f"Lines in: {totals.lines_in} = stored {totals.stored} + quarantined "

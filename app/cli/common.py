@@ -114,6 +114,7 @@ class SettingsCommand:
     prefix: str = ""  # before a changed key's name, e.g. "teacher "
     extra: Callable[[], dict[str, Any]] | None = None  # more data shown with all of them (in --json as it is)
     lines: Callable[[dict[str, Any]], list[str]] = lambda extra: []  # … and as lines under the listing
+    means: Callable[[str], str] = lambda key: ""  # what a key means, in a line under it (the model's description)
 
 
 def show_or_set(args, cmd: SettingsCommand) -> int:
@@ -132,6 +133,8 @@ def show_or_set(args, cmd: SettingsCommand) -> int:
     for name in [args.key] if args.key else list(data):
         shown = "(not set)" if data[name] == "" else str(data[name])
         print(f"{name:16} {shown:28} accepts {cmd.accepts(name)}")
+        if meaning := cmd.means(name):
+            print(f"{'':16} {meaning}")
     if not args.key:
         for line in cmd.lines(extra):
             print(line)

@@ -299,7 +299,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        code = args.func(args)
+        sys.stdout.flush()  # a reader that went away shows here, not in the interpreter's flush at exit
+        return code
+    except BrokenPipeError:  # `nightschool school status | head`: the Python docs' recipe, no traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the flush at exit writes nowhere instead of failing again
+        return 1
 
 
 if __name__ == "__main__":

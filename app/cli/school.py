@@ -277,7 +277,7 @@ def cmd_policy(args) -> int:
 
         school = _school()
         return show_or_set(args, SettingsCommand(
-            load=school.policy, change=school.set_policy, accepts=pol.accepted,
+            load=school.policy, change=school.set_policy, accepts=pol.accepted, means=pol.meaning,
             usage="nightschool school policy KEY VALUE", applies=" (the runtime uses it at its next look)"))
     return refusals(go)
 

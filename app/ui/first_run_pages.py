@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWizardPage,
 )
 
+from app.core.base import settings
 from app.core.base.errors import Explained
 from app.core.capture.found import AgentFolders
 from app.core.runtime.policy import Policy, window_bounds
@@ -298,7 +299,7 @@ class PolicyPage(Page):
         try:
             Policy.model_validate({**self.current.model_dump(), **values})
         except ValidationError as exc:
-            self.show_error(Explained("These values cannot be used", why=exc.errors()[0]["msg"]))
+            self.show_error(Explained("These values cannot be used", why=settings.plain_reason(exc)))
             return False
         self.error.clear()
         return True

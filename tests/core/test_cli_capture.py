@@ -50,7 +50,27 @@ def test_scan_and_status_use_the_agents_folders(home, capsys):
     assert "1 session files ingested" in capsys.readouterr().out
     assert main(["capture", "status"]) == 0
     out = capsys.readouterr().out
-    assert "Sessions: 1 (1 claude-code)" in out and "claude-code  found" in out and "codex        not found" in out
+    assert "Sessions: 1 (1 claude-code)" in out and "claude-code  not running" in out and "codex        not found" in out
+
+
+def test_status_reports_the_running_runtimes_watcher_not_its_own(home, capsys):
+    """`capture status --json` reads each source's state from the runtime that watches (its status channel); the
+    command itself watches nothing, so without a runtime an existing root is "not running", never "stopped"."""
+    from app.core.capture.sources import CaptureConfig
+    from app.core.runtime.supervisor import Runtime
+
+    assert main(["capture", "status", "--json"]) == 0
+    states = {s["agent"]: s["state"] for s in json.loads(capsys.readouterr().out)["sources"]}
+    assert states["claude-code"] == "not running" and "stopped" not in states.values()
+    runtime = Runtime(role="daemon", keeper=False, capture_config=CaptureConfig.load()).start()
+    try:
+        assert main(["capture", "status", "--json"]) == 0
+        states = {s["agent"]: s["state"] for s in json.loads(capsys.readouterr().out)["sources"]}
+        assert states["claude-code"] == "watching"
+        assert main(["capture", "status"]) == 0
+        assert "claude-code  watching" in capsys.readouterr().out
+    finally:
+        runtime.stop()
 
 
 def test_hooks_install_status_hook_and_uninstall(home, capsys, monkeypatch, ns_home):

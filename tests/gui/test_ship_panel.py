@@ -347,7 +347,7 @@ def test_cancel_sets_the_running_exports_event(qtbot, setup, make_panel, stand_i
     click(qtbot, panel.stages.cancel_button)
     qtbot.waitUntil(lambda: idle(panel) and panel.banner.isVisible(), timeout=WAIT_MS)
     assert stand_ins.cancels[0].is_set()
-    assert "was cancelled" in panel.banner.text() and "nothing was kept" in panel.banner.text()
+    assert "was cancelled" in panel.banner.text() and "Nothing was kept" in panel.banner.text()
     assert not panel.stages.cancel_button.isEnabled() and panel.export_button.isEnabled()
 
 

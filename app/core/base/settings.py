@@ -56,6 +56,41 @@ def accepted(model: type[BaseModel], field: str, words: dict[str, str] | None = 
     return kind + (f" ({', '.join(bounds)})" if bounds else "")
 
 
+BOUNDS = {"greater_than_equal": ("ge", "{} or more"), "greater_than": ("gt", "more than {}"),
+          "less_than_equal": ("le", "{} or less"), "less_than": ("lt", "less than {}")}
+KINDS = {"int": "a whole number", "float": "a number", "bool": "true or false", "string": "text",
+         "dict": "a JSON object", "list": "a list", "literal": "one of {expected}"}
+
+
+def plain_reason(exc: ValidationError, rules: bool = True) -> str:
+    """Why pydantic refused a value, in our words instead of pydantic's ("Value error, …", "Input should be …"): a
+    validator's own sentence as it is, a bound or type as "learning_rate must be 0 or more". rules=False leaves out
+    what a bound or type says (the caller says what is accepted anyway) and keeps the validators' reasons."""
+    err = exc.errors()[0]
+    kind, ctx = err["type"], err.get("ctx") or {}
+    where = ".".join(str(p) for p in err["loc"])
+    found = ctx.get("error")
+    if kind == "value_error" and isinstance(found, ValidationError):
+        inner = plain_reason(found)  # a validator that validated a model of its own (the policy's hyper)
+        return f"{where}: {inner}" if where and not inner.startswith(where) else inner
+    if kind in ("value_error", "assertion_error"):
+        return str(found or err["msg"])
+    if not rules:
+        return ""
+    subject = where or "the value"
+    if kind in BOUNDS:
+        name, words = BOUNDS[kind]
+        return f"{subject} must be {words.format(ctx.get(name))}"
+    if kind == "extra_forbidden":
+        return f"{where!r} is not one of its names" if where else "it has a name that is not known"
+    if kind == "missing":
+        return f"{subject} is missing"
+    prefix = kind.split("_", 1)[0]
+    if prefix in KINDS:
+        return f"{subject} must be {KINDS[prefix].format(expected=ctx.get('expected', ''))}"
+    return f"{subject}: {err['msg'][0].lower()}{err['msg'][1:]}"
+
+
 def set_field(store: Store, key: str, model: type[M], field: str, raw: Any, error: type[SettingError] = SettingError,
               words: dict[str, str] | None = None) -> M:
     """Change one field of the settings under key (raw may be text from a command line); a bad field or value is
@@ -67,7 +102,7 @@ def set_field(store: Store, key: str, model: type[M], field: str, raw: Any, erro
     try:
         value = model.model_validate({**load_model(store, key, model).model_dump(), field: raw})
     except ValidationError as exc:
-        why = exc.errors()[0]["msg"]
+        why = plain_reason(exc, rules=False)  # a bound or a type is said once, by the fix
         raise error(f"{field} cannot be {raw!r}", why=why,
                     fix=f"{field} accepts {accepted(model, field, words)}") from None
     put(store, key, value.model_dump())

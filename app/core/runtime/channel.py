@@ -117,3 +117,14 @@ def watch(path: str | Path, token: str, since: int = 0, timeout: float | None = 
         _send(sock, {"token": token, "since": since})
         while (frame := _recv(sock)) is not None:
             yield frame
+
+
+def snapshot(holder: dict, timeout: float = 5.0) -> dict | None:
+    """The running runtime's snapshot, read from its channel (holder: its runtime.json); None when it cannot be
+    reached."""
+    try:
+        for frame in watch(holder["channel"], holder.get("token", ""), timeout=timeout):
+            return frame if frame.get("type") == "snapshot" else None
+    except (OSError, ValueError, KeyError):
+        return None
+    return None

@@ -6,7 +6,7 @@ import re
 from datetime import datetime, time, timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from app.core.base import settings
 from app.core.base.store import Store
@@ -23,38 +23,53 @@ class PolicyError(settings.SettingError):
 class Policy(BaseModel):
     """What starts a cycle, how it is refined and what happens with a model that passes the gate."""
 
-    min_sessions: int = Field(50, ge=0)  # new usable sessions since the last cycle
-    window: str = "02:00-06:00"  # local time a cycle may start in ("HH:MM-HH:MM", may wrap midnight) or "any"
-    cooldown_min: float = Field(60.0, ge=0)  # minutes between the end of a cycle and the start of the next
-    deploy: Literal["auto", "ask", "never"] = "auto"  # the gate weighs evidence: only a significant gain passes
-    refine_every: int = Field(2, ge=0)  # every k-th cycle refines after SFT (0: never)
-    refine: Literal["preference", "rl"] = "preference"
-    on_battery: bool = False  # start a cycle on battery power
-    max_load: float = Field(0.8, gt=0)  # 1-minute load average per core above which the machine counts as busy
-    free_served: Literal["gpu", "always", "never"] = "gpu"  # unload the served model before training
-    training_peak_mb: int = Field(0, ge=0)  # the training job's expected peak RAM (0: estimate it)
-    max_steps: int = Field(0, ge=0)  # training steps per cycle (0: the recipe's plan)
-    max_length: int = Field(2048, ge=64)  # tokens per training window of the cycle's dataset
-    near_duplicate: float = Field(0.85, ge=0.0, le=1.0)  # MinHash similarity at which sessions count as one (0: off)
-    test_share: float = Field(0.1, ge=0.0, lt=0.5)  # share of new sessions each build holds out for judging, for ever
-    quant: str = "q4_k_m"
-    port: int = Field(8765, ge=0, le=65535)  # where the deployed student is served (0: any free port)
-    base_model: str = "default"
-    hyper: dict[str, Any] = Field(default_factory=dict)  # hyper-parameters of the cycle's jobs over the recipe's
+    min_sessions: int = Field(50, ge=0, description="new usable sessions since the last cycle that start one")
+    window: str = Field("02:00-06:00", description="the time of day a cycle may start in, local time (it may wrap "
+                                                   "midnight)")
+    cooldown_min: float = Field(60.0, ge=0, description="minutes between the end of a cycle and the next start")
+    deploy: Literal["auto", "ask", "never"] = Field(
+        "auto", description="what happens to a model that passes the gate: deployed, deployed once you approve, "
+                            "or kept")  # the gate weighs evidence: only a significant gain passes
+    refine_every: int = Field(2, ge=0, description="every k-th cycle refines the model after SFT (0: never)")
+    refine: Literal["preference", "rl"] = Field(
+        "preference", description="how a cycle refines: preference pairs mined from the student's answers, or RL")
+    on_battery: bool = Field(False, description="whether a cycle may start on battery power")
+    max_load: float = Field(0.8, gt=0, description="1-minute load average per core above which the machine is busy "
+                                                   "and no cycle starts")
+    free_served: Literal["gpu", "always", "never"] = Field(
+        "gpu", description="when the served model is unloaded while training: on a GPU machine, always, or never")
+    training_peak_mb: int = Field(0, ge=0, description="the training job's expected peak RAM in MB (0: estimate it)")
+    max_steps: int = Field(0, ge=0, description="training steps per cycle (0: the recipe's plan)")
+    max_length: int = Field(2048, ge=64, description="tokens per training window of the cycle's dataset")
+    near_duplicate: float = Field(0.85, ge=0.0, le=1.0, description="how similar (MinHash) two sessions must be to "
+                                                                    "count as one (0: off)")
+    test_share: float = Field(0.1, ge=0.0, lt=0.5, description="the share of new sessions each build holds out for "
+                                                               "judging, for ever")
+    quant: str = Field("q4_k_m", description="the quantization of the exported GGUF that is served")
+    port: int = Field(8765, ge=0, le=65535, description="the port the deployed student is served on (0: any free "
+                                                        "port)")
+    base_model: str = Field("default", description="the model the student starts from ('default': the embedded "
+                                                   "SmolLM2-135M-Instruct; a folder or a hub id)")
+    hyper: dict[str, Any] = Field(default_factory=dict, description="hyper-parameters of the cycle's jobs over the "
+                                                                    "recipe's")
 
     @field_validator("hyper")
     @classmethod
     def _hyper(cls, value: dict) -> dict:
         from app.core.train.spec import Hyper
 
-        Hyper(**value)  # unknown names and bad values are refused here, not in a job at 2 a.m.
+        try:
+            Hyper(**value)  # unknown names and bad values are refused here, not in a job at 2 a.m.
+        except ValidationError as exc:
+            raise ValueError(settings.plain_reason(exc)) from None
         return value
 
     @field_validator("window")
     @classmethod
     def _window(cls, value: str) -> str:
-        if value != "any" and window_bounds(value) is None:
-            raise ValueError("a window is HH:MM-HH:MM (e.g. 02:00-06:00) or 'any'")
+        if value != "any" and window_bounds(value) is None:  # the fix says what a window is: the why, what is wrong
+            raise ValueError("an hour is 0-23 (24 may end a window) and a minute 0-59" if _WINDOW.match(value.strip())
+                             else "it is not two times of day joined by a dash")
         return value
 
 
@@ -96,6 +111,12 @@ def load(store: Store) -> Policy:
 def accepted(key: str) -> str:
     """The values a key accepts, in words."""
     return settings.accepted(Policy, key, WORDS)
+
+
+def meaning(key: str) -> str:
+    """What a key means, in a line (its description beside its definition above)."""
+    info = Policy.model_fields.get(key)
+    return info.description or "" if info is not None else ""
 
 
 def set_value(store: Store, key: str, raw: Any) -> Policy:

@@ -168,6 +168,12 @@ class Runtime:
 
     # --- views -----------------------------------------------------------------------------------
     def snapshot(self) -> dict:
+        """What a viewer gets first: the school's status, and each capture source as this runtime's watcher has it
+        (None when it does not capture)."""
+        from dataclasses import asdict
+
         from app.core.runtime.school import School
 
-        return School(self.store).status()
+        capture = self.capture
+        return {**School(self.store).status(),
+                "capture": [asdict(s) for s in capture.status()] if capture is not None else None}
