@@ -1,13 +1,17 @@
 """Worker-thread plumbing the tabs' controllers share: a call runs off the GUI thread, its result (or its refusal as
-a sentence) comes back on the GUI thread, and nothing comes back once the window has closed."""
+a sentence) comes back on the GUI thread, and nothing comes back once the window has closed; `StorePoll` says when
+anyone (another process too) stored what a tab shows."""
 from __future__ import annotations
 
 import threading
 from typing import Callable
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.core.base.errors import Explained
+from app.core.base.store import Store
+
+STORE_POLL_MS = 1000  # how often a tab asks the store whether anyone stored what it shows
 
 
 class BackgroundController(QObject):
@@ -128,3 +132,26 @@ class PolledController(BackgroundController):
         if self._again:
             self._again = False
             self.refresh()
+
+
+class StorePoll(QTimer):
+    """Asks the store every second whether anyone — this window, the CLI, a hook, the daemon — committed what `mark`
+    reads (`Store.watch`: SQLite's data_version, then the one-row mark) and emits `changed` when so. `close()` when
+    the tab closes."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QObject, store: Store, mark: str, every_ms: int = STORE_POLL_MS) -> None:
+        super().__init__(parent)
+        self.watch = store.watch(mark)
+        self.setInterval(every_ms)
+        self.timeout.connect(self._look)
+        self.start()
+
+    def _look(self) -> None:
+        if self.watch.changed():
+            self.changed.emit()
+
+    def close(self) -> None:
+        self.stop()
+        self.watch.close()

@@ -1,5 +1,5 @@
 """Capture controller: owns the watcher service (or shows the runtime's, or says the daemon captures), imports drops
-off the GUI thread, coalesces refreshes."""
+off the GUI thread, coalesces refreshes, and notices what other processes store (a CLI import, the daemon)."""
 from __future__ import annotations
 
 import json
@@ -16,8 +16,10 @@ from app.core.capture.sources import CaptureConfig
 from app.core.capture.watcher import CaptureService, SourceStatus
 from app.core.datafiles.formats import shape_name, transcript_kind
 from app.core.importer import ImportReport, import_paths
+from app.ui.background import StorePoll
 
 REFRESH_MS = 250  # at most four refreshes a second, however fast the watcher ingests
+STORED = "SELECT max(id) FROM imports"  # what the tab shows changed: every ingest, import, refusal, merge adds one
 SNIFF_BYTES = 1024**2  # the drop router reads no more than this of a file on the GUI thread
 
 
@@ -53,6 +55,8 @@ class CaptureController(QObject):
         self._timer.timeout.connect(self.changed.emit)
         self._ingested.connect(self.refresh_soon)
         self._imported.connect(self._on_imported)
+        self._stored = StorePoll(self, store, STORED)  # whoever stored it (the CLI, the daemon): shown in a second
+        self._stored.changed.connect(self.refresh_soon)
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -66,6 +70,7 @@ class CaptureController(QObject):
     def stop(self) -> None:
         """Stop watching (window closing; the runtime's service is the runtime's to stop); imports still running are
         given a moment to finish."""
+        self._stored.close()
         if self.running:
             self.running = False
             if self.owns_service:

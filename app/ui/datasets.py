@@ -17,10 +17,12 @@ from app.core.datasets.catalog import Registry
 from app.core.datasets.config import BuildConfig
 from app.core.datasets.splits import SPLITS
 from app.core.workers import Outcome, WorkerRun, start_build
+from app.ui.background import StorePoll
 
 CHUNK = 1024**2  # newline scans read this much at a time
 MAX_LINE = 32 * 1024**2  # one JSONL record larger than this is not read for the preview
 MAX_REPORT = 64 * 1024**2  # a report.json larger than this is not loaded
+STORED = "SELECT (SELECT max(id) FROM built_datasets), (SELECT max(id) FROM imports)"  # datasets, sessions
 
 
 class DatasetsController(QObject):
@@ -46,6 +48,8 @@ class DatasetsController(QObject):
         self._event.connect(self._on_event)
         self._done.connect(self._on_done)
         self._checked.connect(self._on_checked)
+        self._stored = StorePoll(self, store, STORED)  # a CLI build or import, the daemon's cycle: shown in a second
+        self._stored.changed.connect(self.changed)
 
     # --- reading ---------------------------------------------------------------------------------
     def datasets(self) -> list[BuiltDataset]:
@@ -102,6 +106,7 @@ class DatasetsController(QObject):
 
     def stop(self) -> None:
         """Window closing: a running build is cancelled (nothing half-built is registered)."""
+        self._stored.close()
         self.cancel()
         if self.thread is not None:
             self.thread.join(timeout=10)

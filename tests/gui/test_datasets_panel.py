@@ -142,6 +142,20 @@ def test_a_failed_build_shows_why_in_the_panel_and_can_be_retried(qtbot, make_wi
     assert not panel.form.cancel_button.isVisible() and panel.table.rowCount() == 0
 
 
+def test_a_failure_that_no_longer_holds_goes_when_sessions_arrive(qtbot, make_window, store, tiny_model):
+    """'Build failed: … 0 sessions stored' is about the sessions there were: once sessions are stored (by the
+    capture, an import, the daemon) the banner goes by itself, and the count shows them."""
+    from tests.gui.test_capture_panel import SOON_MS
+
+    panel = datasets_tab(make_window())
+    fill_form(panel.form, tiny_model)
+    build(qtbot, panel)
+    assert panel.banner.isVisible() and "0 sessions stored" in panel.banner.text()
+    ingest_fixtures(store)
+    qtbot.waitUntil(lambda: not panel.banner.isVisible(), timeout=SOON_MS)
+    assert not panel.form.sessions_label.text().startswith("0 ")
+
+
 def test_a_missing_base_model_fails_with_the_reason(qtbot, make_window, tmp_path):
     window = make_window()
     panel = datasets_tab(window)
@@ -215,3 +229,16 @@ def test_a_preference_dataset_reports_its_pairs(tmp_path):
     html = report_html(read_details("pairs-1", tmp_path))
     assert "Student already agreed" in html and ">4<" in html and "sft-1" in html
     assert "Let me read utils.py first." in html and "Done!" in html
+
+
+def test_sessions_stored_by_another_process_show_up_within_seconds(qtbot, make_window, tmp_path):
+    """Issue item 1 on this tab: the count of sessions to build from follows a CLI import while the tab is open."""
+    from tests.core.capture.helpers import write
+    from tests.gui.test_capture_panel import SOON_MS, claude_records, cli
+
+    for n, ask in enumerate(("First", "Second")):
+        write(tmp_path / "exported" / f"s{n}.jsonl", *claude_records("/home/me/proj", ask, "Read", "ok"))
+    panel = datasets_tab(make_window())
+    assert panel.form.sessions_label.text().startswith("0 captured sessions")
+    assert cli("capture", "import", str(tmp_path / "exported")).returncode == 0
+    qtbot.waitUntil(lambda: panel.form.sessions_label.text().startswith("2 captured sessions"), timeout=SOON_MS)

@@ -1,6 +1,7 @@
 """The SQLite store: engine with WAL, Alembic upgrade on open, sessions."""
 from __future__ import annotations
 
+import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -60,5 +61,49 @@ class Store:
                 sess.rollback()
                 raise
 
+    def watch(self, mark: str | None = None) -> StoreWatch:
+        """A change signal for a view of this store (see StoreWatch)."""
+        return StoreWatch(self.path, mark)
+
     def close(self) -> None:
         self.engine.dispose()
+
+
+class StoreWatch:
+    """Has the store changed since the last look, whoever committed (this process, the CLI, the daemon)?
+
+    One long-lived connection asks SQLite's `PRAGMA data_version`, which moves when any other connection commits
+    (microseconds, no table read); only then is `mark` run — one row saying what a view shows (e.g. the newest
+    import's id) — so a view re-reads only when its own tables changed. Every statement is read to its end, so no
+    read transaction stays open to hold the WAL back. Use it from the thread that made it; `changed()` after a
+    failure says True (the view's own read then says what is wrong)."""
+
+    def __init__(self, path: Path, mark: str | None = None) -> None:
+        self.mark = mark
+        self._con: sqlite3.Connection | None = sqlite3.connect(path, timeout=1.0, isolation_level=None)
+        self._version, self._last = self._look()
+
+    def _look(self) -> tuple[object, object]:
+        version = self._con.execute("PRAGMA data_version").fetchall()
+        return version, (self._con.execute(self.mark).fetchall() if self.mark else version)
+
+    def changed(self) -> bool:
+        if self._con is None:
+            return False
+        try:
+            version = self._con.execute("PRAGMA data_version").fetchall()
+            if version == self._version:
+                return False
+            self._version = version
+            last = self._con.execute(self.mark).fetchall() if self.mark else version
+        except sqlite3.Error:
+            return True
+        if last == self._last:
+            return False
+        self._last = last
+        return True
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
