@@ -14,7 +14,7 @@ def test_migrated_schema_and_wal(store, ns_home):
     assert {"jobs", "runs", "checkpoints", "alembic_version", "sessions", "messages", "capture_files", "imports",
             "quarantine", "datasets", "built_datasets", "dataset_sessions", "heldout", "cycles", "session_marks"} <= tables
     assert con.execute("pragma journal_mode").fetchone()[0] == "wal"
-    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0009"
+    assert con.execute("select version_num from alembic_version").fetchone()[0] == "0010"
 
 
 def test_the_orm_tables_match_the_migrations(store):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
@@ -13,6 +15,8 @@ from PySide6.QtGui import QDropEvent
 from tests.core.capture.helpers import assistant, call, result, text, user, write
 
 TIMEOUT_MS = 20_000
+SOON_MS = 5_000  # "within seconds": what another process stored shows up this fast
+REPO = Path(__file__).resolve().parents[2]
 CODEX_ID = "0199aaaa-bbbb-cccc-dddd-eeeeffff0000"
 BIG = "y" * (5 * 1024**2)
 
@@ -155,3 +159,70 @@ def test_transcript_marks_compaction_images_sub_agents_and_cuts_long_outputs():
     assert "Fix &lt;b&gt;it&lt;/b&gt;" in html and "COMPACTION SUMMARY" in html
     assert "[image: image/png — not shown]" in html and "Explore the repo" in html
     assert "6,000 more characters" in html and "z" * 4001 not in html
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """The real `nightschool` command in its own process, on this test's data dir (NIGHTSCHOOL_HOME is inherited)."""
+    return subprocess.run([sys.executable, "-m", "app.cli.main", *args], cwd=REPO, env=dict(os.environ),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_a_cli_import_in_another_process_shows_up_within_seconds(qtbot, make_window, tmp_path):
+    """Issue item 1: the tab re-reads when anyone stores something, not only its own watcher."""
+    folder = tmp_path / "exported"
+    for n, ask in enumerate(("First", "Second", "Third")):
+        write(folder / f"s{n}.jsonl", *claude_records("/home/me/proj", ask, "Read", "ok"))
+    window = make_window()
+    window.tabs.setCurrentWidget(window.capture)
+    panel = window.capture
+    assert "0 sessions" in panel.totals.text()
+
+    done = cli("capture", "import", str(folder))
+    assert done.returncode == 0, done.stderr
+
+    qtbot.waitUntil(lambda: "3 sessions" in panel.totals.text() and panel.sessions.rowCount() == 3, timeout=SOON_MS)
+    assert sorted(r[3] for r in rows(panel.sessions)) == ["First", "Second", "Third"]
+
+
+def test_one_transcript_under_several_spellings_is_one_session(qtbot, make_window, tmp_path):
+    """Issue item 4: `/a/../b/x.jsonl`, `/b/x.jsonl` and the same file through a symlinked folder are one file, and a
+    copy of a session file named by its session id elsewhere is the same session: one row, counted once."""
+    from tests.core.capture.helpers import SID
+
+    real = write(tmp_path / "b" / f"{SID}.jsonl", *claude_records("/home/me/proj", "Only once", "Read", "ok"))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "b")
+    dotted = tmp_path / "a" / ".." / "b" / real.name
+    backup = tmp_path / "backup" / real.name
+    backup.parent.mkdir()
+    backup.write_bytes(real.read_bytes())
+    window = make_window()
+    window.tabs.setCurrentWidget(window.capture)
+    panel = window.capture
+
+    window.capture_controller.import_paths([str(dotted), str(real)])
+    qtbot.waitUntil(lambda: window.statusBar().currentMessage().startswith("Imported"), timeout=TIMEOUT_MS)
+    assert cli("capture", "import", str(tmp_path / "linked" / real.name)).returncode == 0
+    assert cli("capture", "import", str(backup)).returncode == 0
+    # the file was read once under its three spellings, the backup once more: 8 lines in, one session holds 4
+    qtbot.waitUntil(lambda: int(re.search(r"(\d+) lines in", panel.totals.text()).group(1)) >= 8, timeout=SOON_MS)
+    assert [r[3] for r in rows(panel.sessions)] == ["Only once"] and "1 sessions" in panel.totals.text()
+    assert "8 lines in = 4 stored + 0 quarantined + 4 skipped" in panel.totals.text()
+
+
+def test_the_store_upgrade_merges_the_duplicates_an_older_version_stored(qtbot, make_window, store, tmp_path):
+    """Issue item 4: a store where an earlier version stored one file under two spellings and two copies of one
+    session shows each session once after the upgrade that opening it runs, its counts still balanced."""
+    from app.core.base.store import Store
+    from tests.core.capture.test_one_copy import store_with_duplicates
+
+    store_with_duplicates(store.path, tmp_path)  # back at revision 0009, with what the old code stored
+    Store(store.path).close()  # the app's start: the store is upgraded
+    window = make_window()
+    window.tabs.setCurrentWidget(window.capture)
+    panel = window.capture
+    assert sorted(r[3] for r in rows(panel.sessions)) == ["Fix calc", "Fix calc", "One", "Other"]
+    assert "4 sessions" in panel.totals.text()
+    lines_in, *parts = map(int, re.search(r"(\d+) lines in = (-?\d+) stored \+ (\d+) quarantined \+ (\d+) skipped",
+                                          panel.totals.text()).groups())
+    assert lines_in == sum(parts) and parts[0] == 5 + 4 + 4 + 4  # what the four sessions hold

@@ -4,14 +4,21 @@ A file is re-read when its size or mtime changed since the last ingest; its byte
 line) and cumulative counts live in capture_files, so each new line is counted exactly once, a half-written last
 line waits for its newline, and a restart repeats nothing. A session's rows are replaced as a whole in one
 transaction, so the store always holds exactly one copy of every record read.
+
+A file is known by its resolved path (`real_path`: `/a/../b/x.jsonl`, `/b/x.jsonl` and a symlinked `~/.claude` are
+one file), and a session by the file it was first stored from (`capture_files.session_id`) or, when the transcript
+names itself with the agent's own session id (`<sessionId>.jsonl`, a Codex rollout's uuid, Gemini's
+`session-…-<id8>.json`), by that id: a copy of a session file elsewhere is the same session. Of two copies the one
+with more messages is kept; the other's lines are counted as skipped (status `copy`).
 """
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Callable
 
 from sqlalchemy import delete, insert, select
@@ -30,6 +37,8 @@ from app.core.capture.sources import CaptureConfig
 IDLE_FINAL_S = 120.0  # a file unchanged this long is finished: a last line without newline is taken
 MAX_EXCERPT = 64 * 1024  # quarantined line text kept (scrubbed)
 PARSERS = {"claude-code": parse_claude_with_subagents, "codex": parse_codex, "gemini": parse_gemini}
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+COPY = "a copy of a session already stored from a fuller file: its lines are counted as skipped"
 
 
 @dataclass
@@ -51,7 +60,7 @@ class IngestResult:
     path: Path
     agent: str | None
     origin: str
-    status: str = "ok"  # ok | excluded | refused | error
+    status: str = "ok"  # ok | excluded | copy | refused | error
     message: str = ""
     sessions: list[str] = field(default_factory=list)
     lines_in: int = 0
@@ -76,7 +85,7 @@ class Ingestor:
     def ingest(self, path: str | Path, origin: str = "watch", agent: str | None = None,
                final: bool | None = None) -> IngestResult | None:
         """Ingest a transcript file if it changed; None when there was nothing new."""
-        path = Path(path).absolute()
+        path = real_path(path)
         with self._lock:
             plan = self._plan(path, origin, final, agent)
             return self._run(path, plan, origin) if isinstance(plan, tuple) else plan
@@ -87,7 +96,7 @@ class Ingestor:
         its files are listed."""
         out: list[IngestResult | None] = []
         mains: set[Path] = set()
-        for index, path in enumerate(map(lambda p: Path(p).absolute(), paths), 1):
+        for index, path in enumerate(map(real_path, paths), 1):
             with self._lock:
                 plan = self._plan(path, origin, final)
                 if isinstance(plan, tuple):
@@ -129,13 +138,21 @@ class Ingestor:
 
     def _write(self, ready: Prepared, origin: str) -> IngestResult:
         main, agent, session, counts, secrets = ready.main, ready.agent, ready.session, ready.counts, ready.secrets
-        sid = session_key(agent, main)
         result = IngestResult(main, agent, origin, status="ok" if session else "excluded",
                               message="" if session else "kept out by a project rule")
         with self.store.engine.begin() as conn:
             previous = {r.path: r for r in conn.execute(  # read in the write transaction: another process may ingest
                 select(CaptureFile.__table__).where(CaptureFile.path.in_([str(f) for f in counts])))}
-            conn.execute(delete(AgentSession).where((AgentSession.id == sid) | (AgentSession.parent_id == sid)))
+            sid = _session_id(conn, agent, main, ready.native_id, previous.get(str(main)))
+            held = conn.execute(select(AgentSession.source_path, AgentSession.messages).where(
+                AgentSession.id == sid)).first()
+            moved = 0
+            if session is not None and held is not None and held.source_path != session.source_path \
+                    and held.messages > len(session.messages):  # an older copy: the fuller one stays
+                session, result.status, result.message = None, "copy", COPY
+            else:
+                moved = _release_copies(conn, sid, counts) if held is not None else 0
+                conn.execute(delete(AgentSession).where((AgentSession.id == sid) | (AgentSession.parent_id == sid)))
             if session is not None:
                 sessions, messages = R.session_rows(sid, session)
                 sessions[0]["secrets_scrubbed"] = secrets
@@ -146,6 +163,8 @@ class Ingestor:
             deltas = {f: _delta(c, previous.get(str(f)), session is None) for f, c in counts.items()}
             for name in ("lines_in", "stored", "quarantined", "skipped"):
                 setattr(result, name, sum(getattr(d, name) for d in deltas.values()))
+            if moved:  # the copy this file replaced: its stored lines are skipped now
+                result.stored, result.skipped = result.stored - moved, result.skipped + moved
             result.import_id = conn.execute(insert(ImportRow).values(
                 origin=origin, kind="transcript", agent=agent, path=self.scrubber.text(str(main)),
                 lines_in=result.lines_in, stored=result.stored, quarantined=result.quarantined,
@@ -204,6 +223,7 @@ class Prepared:
     session: Session | None  # None: kept out by a project rule
     counts: dict[Path, FileCounts]
     secrets: int
+    native_id: str | None = None  # the agent's own session id, when the file is named by it
 
 
 def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber: Scrubber) -> Prepared:
@@ -213,13 +233,53 @@ def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber
     before = scrubber.report.total
     if keep:
         scrubber.session(session)
-    return Prepared(main, agent, session if keep else None, counts, scrubber.report.total - before)
+    return Prepared(main, agent, session if keep else None, counts, scrubber.report.total - before,
+                    own_id(main, session.session_id))
 
 
 # --- helpers -----------------------------------------------------------------------------------------
+def real_path(path: str | Path) -> Path:
+    """How the capture knows a file: its resolved path (`..`, symlinks and `~` undone), whatever spelling named it."""
+    return Path(path).expanduser().resolve()
+
+
 def session_key(agent: str, main: Path) -> str:
-    """A stable id for the session a file holds: agent + its real path (session ids can repeat across files)."""
+    """A new session's id: agent + its file's real path (session ids can repeat across files)."""
     return hashlib.sha1(f"{agent}\0{main}".encode()).hexdigest()[:20]
+
+
+def own_id(path: PurePath, native: str | None) -> str | None:
+    """The agent's session id when the file is named by it (a uuid: `<sessionId>.jsonl`, a rollout's tail, Gemini's
+    first eight characters), else None: a copy of such a file anywhere is the same session; an id the file does not
+    carry in its name (hand-named exports, resumed sessions' inherited ids) says nothing."""
+    if not native or not UUID.fullmatch(native) or native[:8].lower() not in PurePath(path).name.lower():
+        return None
+    return native
+
+
+def _session_id(conn, agent: str, main: Path, native: str | None, row) -> str:
+    """The stored session this file holds: the one it was stored as before, else a stored copy's (the same agent
+    session id, named by its file too), else a new key."""
+    if row is not None and row.session_id:
+        return row.session_id
+    if native:
+        for sid, source in conn.execute(select(AgentSession.id, AgentSession.source_path).where(
+                AgentSession.agent == agent, AgentSession.native_id == native,
+                AgentSession.parent_id.is_(None)).order_by(AgentSession.id)):
+            if own_id(PurePath(source), native):
+                return sid
+    return session_key(agent, main)
+
+
+def _release_copies(conn, sid: str, counts: dict[Path, FileCounts]) -> int:
+    """Other files held as this session (a copy being replaced by a fuller one): their stored lines become skipped;
+    how many."""
+    table = CaptureFile.__table__
+    others = conn.execute(select(table.c.id, table.c.stored).where(
+        table.c.session_id == sid, table.c.stored > 0, table.c.path.not_in([str(f) for f in counts]))).all()
+    for row_id, stored in others:
+        conn.execute(table.update().where(table.c.id == row_id).values(stored=0, skipped=table.c.skipped + stored))
+    return sum(stored for _, stored in others)
 
 
 def owner(agent: str, path: Path) -> Path | None:

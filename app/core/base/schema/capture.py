@@ -14,7 +14,7 @@ class CaptureFile(Base):
 
     __tablename__ = "capture_files"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    path: Mapped[str] = mapped_column(Text, unique=True)  # the real path (never stored in scrubbed form)
+    path: Mapped[str] = mapped_column(Text, unique=True)  # the resolved path (never stored in scrubbed form)
     agent: Mapped[str] = mapped_column(String(20))
     session_id: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
     offset: Mapped[int] = mapped_column(Integer, default=0)
@@ -34,7 +34,7 @@ class AgentSession(Base):
     __tablename__ = "sessions"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     agent: Mapped[str] = mapped_column(String(20), index=True)
-    native_id: Mapped[str] = mapped_column(Text)
+    native_id: Mapped[str] = mapped_column(Text, index=True)  # the agent's own session id (a copy elsewhere: the same)
     parent_id: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
     spawned_by: Mapped[str | None] = mapped_column(Text, nullable=True)
     source_path: Mapped[str] = mapped_column(Text)
