@@ -56,6 +56,7 @@ class DatasetsPanel(QWidget):
         self.rows: dict = {}
         self.preview: Preview | None = None
         self.details: Details | None = None
+        self.failed_with: int | None = None  # the sessions stored when the shown build failure happened
         self._build()
         controller.changed.connect(self.refresh)
         controller.finished.connect(self._on_finished)
@@ -146,7 +147,16 @@ class DatasetsPanel(QWidget):
             self.table.item(i, 2).setToolTip(model_label(r))
             self.table.item(i, 6).setToolTip(r.fingerprint)
         reselect(self.table, self.selected)
-        self.form.set_sessions(self.controller.sessions_stored())
+        self._show_sessions()
+
+    def _show_sessions(self) -> None:
+        """The count of sessions to build from; a build failure shown since goes once the sessions change (it was
+        about the sessions there were: "0 sessions stored" no longer holds when some arrive)."""
+        stored = self.controller.sessions_stored()
+        self.form.set_sessions(stored)
+        if self.failed_with is not None and stored != self.failed_with:
+            self.failed_with = None
+            self.banner.hide()
 
     def select(self, name: str) -> None:
         reselect(self.table, name)
@@ -223,6 +233,7 @@ class DatasetsPanel(QWidget):
             self.tokens.clear(ex.problem or "This example has no rendering.")
 
     def _on_finished(self, outcome) -> None:
+        self.failed_with = None if outcome.ok else self.controller.sessions_stored()
         if outcome.ok:
             self.refresh()
             self.selected = None  # re-read even when it was shown (an identical build points at it)
@@ -230,7 +241,7 @@ class DatasetsPanel(QWidget):
 
     def showEvent(self, event) -> None:
         """The captured-session count is re-read whenever the tab comes into view."""
-        self.form.set_sessions(self.controller.sessions_stored())
+        self._show_sessions()
         super().showEvent(event)
 
     # Slots are methods, never lambdas over self: a lambda held by the controller's signal would keep this panel
@@ -240,6 +251,7 @@ class DatasetsPanel(QWidget):
 
     def _on_building(self, on: bool) -> None:
         if on:
+            self.failed_with = None
             self.banner.hide()
 
     def show_message(self, level: str, text: str) -> None:
