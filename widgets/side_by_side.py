@@ -3,6 +3,7 @@ generation for it in columns, with the judged outcome over each (given data only
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from html import escape
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPlainTextEdit, QSplitter, QVBoxLayout, QWidget
@@ -17,6 +18,7 @@ class Output:
     label: str  # the model
     text: str | None  # its generation; None when this model has no case with this key
     outcome: str = ""  # agree | other_tool | no_call | …
+    words: str = ""  # the outcome as a person reads it (the outcome itself when empty)
 
 
 @dataclass
@@ -35,11 +37,11 @@ def pick_text(n: int, case: Case) -> str:
     return f"{n + 1}. " + (last if len(last) <= PICK_CHARS else last[:PICK_CHARS - 1] + "…")
 
 
-def outcome_html(outcome: str, text: str | None) -> str:
+def outcome_html(outcome: str, text: str | None, words: str = "") -> str:
     if text is None:
         return f"<span style='color:{MISSING}'>no generation for this prompt</span>"
     colour = AGREE if outcome == "agree" else OTHER
-    return f"<span style='color:{colour}'>{outcome or '—'}</span>"
+    return f"<span style='color:{colour}'>{escape(words or outcome) or '—'}</span>"
 
 
 def text_box(text: str = "") -> QPlainTextEdit:
@@ -132,7 +134,7 @@ class SideBySide(QWidget):
         self.prompt.setPlainText(case.prompt)
         self.teacher.show_text("Teacher", case.teacher, "the recorded next action")
         for pane, out in zip(self.panes, case.outputs):
-            pane.show_text(out.label, out.text or "", outcome_html(out.outcome, out.text))
+            pane.show_text(out.label, out.text or "", outcome_html(out.outcome, out.text, out.words))
 
     # --- reading (tests) ---------------------------------------------------------------------------------
     def shown(self) -> dict[str, str]:

@@ -33,6 +33,8 @@ HEADER_TIPS = {3: "examples in train / val / test", 4: "examples excluded by the
                6: "content fingerprint: the same examples rendered by the same template give the same one"}
 MAX_SHOWN = 25  # excluded examples listed per check
 GOOD, BAD = "#7bd88f", "#ff8a8a"
+COUNT_WORDS = {"from_corrections": "examples from accepted corrections",
+               "correction_pairs": "preference pairs from corrections"}  # counts stored under a key (stages read it)
 
 
 def short_model(label: str) -> str:
@@ -67,7 +69,8 @@ class DatasetsPanel(QWidget):
     # --- layout ------------------------------------------------------------------------------------
     def _build(self) -> None:
         self.banner = Banner()
-        self.table = make_table(COLUMNS, 2)  # the base model stretches: a name is never cut
+        self.table = make_table(COLUMNS, 2)  # the base model stretches
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # a long name keeps its ends; the tooltip has it all
         self.table.itemSelectionChanged.connect(self._on_select)
         for column, tip in HEADER_TIPS.items():
             self.table.horizontalHeaderItem(column).setToolTip(tip)
@@ -283,15 +286,24 @@ def splits_html(details: Details) -> str:
         if z is not None:
             share = f"{z.trained_tokens / z.tokens:.0%}" if z.tokens else "—"
             rows.append([s, f"{z.examples:,}", f"{z.sessions:,}", f"{z.tokens:,}", f"{z.trained_tokens:,}", share])
-    return "<h3>Splits</h3>" + table_html(["Split", "Examples", "Sessions", "Tokens", "Trained", "Share"], rows)
+    head = ["Split", "Examples", "Sessions", "Tokens", "Trained tokens", "Trained share"]
+    note = (f"<p style='color:{DIM}'>Trained tokens: the ones the loss is computed on (the assistant's turns); the "
+            "rest is context the model reads. Trained share: trained tokens out of all tokens.</p>")
+    return "<h3>Splits</h3>" + table_html(head, rows) + note
+
+
+def count_words(name: str) -> str:
+    """A build's count or filter as the report names it (the few stored under a key, in words)."""
+    return COUNT_WORDS.get(name, name.replace("_", " "))
 
 
 def filters_html(details: Details) -> str:
     found = details.report.get("filters") or (details.manifest.filters if details.manifest else {})
     counts = details.report.get("counts") or (details.manifest.counts if details.manifest else {})
-    rows = [[name, f"{n:,}"] for name, n in found.items()]
+    rows = [[count_words(name), f"{n:,}"] for name, n in found.items()]
     out = "<h3>Filters</h3>" + (table_html(["Filter", "Removed"], rows) if rows else "<p>No filter ran.</p>")
-    plain = " · ".join(f"{escape(name)} {n:,}" for name, n in counts.items() if not name.startswith("excluded: "))
+    plain = " · ".join(f"{escape(count_words(name))} {n:,}" for name, n in counts.items()
+                       if not name.startswith("excluded: "))
     return out + (f"<p><span style='color:{DIM}'>Counts:</span> {plain}</p>" if plain else "")
 
 

@@ -11,7 +11,7 @@ from PySide6.QtCore import Signal
 from app.core.base import protocol as P
 from app.core.judge import promote as PR, records as R
 from app.core.judge.evaluate import generations
-from app.core.judge.report import METRICS, EvalSettings
+from app.core.judge.report import METRICS, EvalSettings, places
 from app.core.train.events import read_events
 from app.core.train.jobs import JobManager
 from app.ui.background import BackgroundController
@@ -64,6 +64,17 @@ class Judged:
     promoted: bool
     checks: list[dict] = field(default_factory=list)  # each check: metric, against, status, ok, text (with its CI)
     notes: list[str] = field(default_factory=list)  # why it is inconclusive
+
+
+def first_words(ranking: list[Column]) -> str:
+    """Who ranks first, or who ties for first (equal composite scores as shown, 3 decimals)."""
+    first = [c for c, place in zip(ranking, places([c.score for c in ranking])) if place == 1]
+    score = f"{ranking[0].score:.3f}"
+    if len(first) == 1:
+        return f"{first[0].label} ranks first ({score})"
+    if len(first) == len(ranking):
+        return f"{'both' if len(first) == 2 else f'all {len(first)}'} tie ({score})"
+    return f"{', '.join(c.label for c in first[:-1])} and {first[-1].label} tie for first ({score})"
 
 
 def short_model(name: str) -> str:
@@ -148,9 +159,8 @@ class JudgeController(BackgroundController):
     def _on_compared(self, comparison: Comparison) -> None:
         self.comparison = comparison
         self.compared.emit(comparison)
-        best = comparison.ranking[0]
         self.message.emit("info", f"Compared {len(comparison.columns)} models on {comparison.eval_set}: "
-                                  f"{best.label} ranks first ({best.score:.3f}).")
+                                  f"{first_words(comparison.ranking)}.")
 
     def promote(self, ref: str) -> bool:
         """Through the gate: the verdict is recorded either way; only a pass moves the deployed pointer."""

@@ -20,6 +20,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.judge.nextaction import OUTCOME_WORDS
+from app.core.judge.report import places
 from app.ui.judge import ROWS, Choice, Comparison, JudgeController, Judged, short_model
 from widgets.banner import STYLE as BANNER_STYLE, Banner
 from widgets.charts import LiveChart
@@ -57,8 +59,9 @@ def cases_of(comparison: Comparison) -> list[Case]:
     out = []
     for key in keys:
         first = next(c.cases[key] for c in ordered if key in c.cases)
-        outputs = [Output(c.short, c.cases[key].get("student", "") if key in c.cases else None,
-                          c.cases.get(key, {}).get("outcome", "")) for c in columns]
+        outcomes = [c.cases.get(key, {}).get("outcome", "") for c in columns]
+        outputs = [Output(c.short, c.cases[key].get("student", "") if key in c.cases else None, o,
+                          OUTCOME_WORDS.get(o, o.replace("_", " "))) for c, o in zip(columns, outcomes)]
         out.append(Case(key, first.get("prompt", ""), first.get("teacher", ""), outputs))
     return out
 
@@ -255,8 +258,10 @@ class JudgePanel(QWidget):
         self._show_curves(comparison)
         self.side_by_side.set_cases(cases_of(comparison))
         self.ranking.clear()
-        for n, column in enumerate(comparison.ranking):
-            item = QListWidgetItem(f"{n + 1}. {column.label} — {column.score:.3f}")
+        ranked = places([c.score for c in comparison.ranking])
+        for column, place in zip(comparison.ranking, ranked):
+            tie = " (tie)" if ranked.count(place) > 1 else ""
+            item = QListWidgetItem(f"{place}. {column.label} — {column.score:.3f}{tie}")
             item.setData(REF, column.ref)
             self.ranking.addItem(item)
         self._update_buttons()

@@ -17,6 +17,11 @@ from app.core.toolcalls.schemas import validity
 
 OUTCOMES = ("agree", "other_args", "invalid_args", "other_tool", "invalid_call", "no_call", "unexpected_call",
             "rambling")
+OUTCOME_WORDS = {"agree": "agrees with the teacher", "other_args": "same tool, other arguments",
+                 "invalid_args": "same tool, arguments its schema refuses", "other_tool": "another tool",
+                 "invalid_call": "a tool call that does not parse", "no_call": "no tool call: text only",
+                 "unexpected_call": "a tool call where the teacher answered",
+                 "rambling": "an answer that did not end"}  # each outcome as a person reads it
 
 
 @dataclass

@@ -124,6 +124,12 @@ def composite(metrics: dict[str, float | None]) -> float:
     return round(sum(COMPOSITE[k] * v for k, v in parts.items()), 4)
 
 
+def places(scores: list[float], digits: int = 3) -> list[int]:
+    """The place of each score (best first, as given) where equal scores at `digits` share a place: 1, 1, 3."""
+    shown = [round(s, digits) for s in scores]
+    return [1 + sum(other > mine for other in shown) for mine in shown]
+
+
 def example_key(messages: list[dict]) -> str:
     """A loss example's stable key: the same messages give the same key in every evaluation and evaluator."""
     return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:24]
