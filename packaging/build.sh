@@ -36,6 +36,12 @@ BUNDLE="$WORK/dist/nightschool"
 "$BUNDLE/nightschool" --version
 BUNDLE_S=$((SECONDS - BUNDLE_START))
 
+step "system packages the bundle needs (packaging/deb/depends.txt)"
+"$PY" packaging/depends.py "$BUNDLE" >/dev/null \
+  || echo "warning: the .deb declares the checked-in packaging/deb/depends.txt, which differs from this bundle (above)"
+DEPENDS="$(sed -n 's/^Depends: //p' packaging/deb/depends.txt | paste -sd, - | sed 's/,/, /g')"
+RECOMMENDS="$(sed -n 's/^Recommends: /, /p' packaging/deb/depends.txt | tr -d '\n')"
+
 step ".deb"
 DEB="$WORK/deb"
 rm -rf "$DEB" && mkdir -p "$DEB/opt" "$DEB/usr/bin" "$DEB/DEBIAN"
@@ -44,6 +50,7 @@ ln -s /opt/nightschool/nightschool "$DEB/usr/bin/nightschool"
 NIGHTSCHOOL_HOME="$WORK/home" "$BUNDLE/nightschool" desktop install --prefix "$DEB/usr/share" \
   --exec /usr/bin/nightschool --no-refresh >/dev/null
 sed -e "s/@VERSION@/$VERSION/" -e "s/@ARCH@/$ARCH/" -e "s/@SIZE@/$(du -sk "$DEB" | cut -f1)/" \
+  -e "s/@DEPENDS@/$DEPENDS/" -e "s/@RECOMMENDS@/$RECOMMENDS/" \
   packaging/deb/control > "$DEB/DEBIAN/control"
 install -m 0755 packaging/deb/postinst packaging/deb/postrm "$DEB/DEBIAN/"
 dpkg-deb --root-owner-group -Zgzip --build "$DEB" "$OUT/$NAME.deb" >/dev/null
@@ -52,7 +59,8 @@ step "portable tar.gz (install.sh under ~/.local, no root)"
 TAR="$WORK/tar/nightschool-$VERSION"
 rm -rf "$WORK/tar" && mkdir -p "$TAR"
 cp -a "$BUNDLE" "$TAR/nightschool"
-install -m 0755 packaging/portable/install.sh packaging/portable/uninstall.sh "$TAR/"
+install -m 0755 packaging/portable/install.sh packaging/portable/uninstall.sh packaging/check_depends.sh "$TAR/"
+install -m 0644 packaging/deb/depends.txt "$TAR/"
 tar -C "$WORK/tar" -czf "$OUT/nightschool-$VERSION-linux-$ARCH.tar.gz" "nightschool-$VERSION"
 
 step "done in $((SECONDS - START)) s (bundle $BUNDLE_S s)"

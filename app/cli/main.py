@@ -34,7 +34,9 @@ def _manager():
 def cmd_default(args: argparse.Namespace) -> int:
     """The window where there is a display; else the first-run demo (once) and then the night school itself."""
     if has_display() and not args.headless:
-        return cmd_gui(args)
+        if (problem := _window_problem()) is None:
+            return cmd_gui(args)
+        print(f"{problem}\nGoing on without a window: the night school runs headless.\n", file=sys.stderr, flush=True)
     if paths.frozen() and (code := _engine_first()) != 0:
         return code
     if args.demo_only or not _trained_before():
@@ -74,7 +76,7 @@ def _trained_before() -> bool:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    print("No display found: running headless.\n"
+    print("Running headless (no window).\n"
           f"First run: training the embedded default model ({DEFAULT_MODEL}: SmolLM2-135M-Instruct) on the sample "
           f"data in {SAMPLE.name} for {args.max_steps} steps.\n"
           "Your own data: nightschool train FILE.jsonl   ·   Jobs: nightschool jobs   ·   "
@@ -89,7 +91,18 @@ def _demo(args: argparse.Namespace) -> int:
     return code
 
 
+def _window_problem():
+    """Why Qt's platform plugin would not load here (the system libraries it lacks, with the apt-get line), or None.
+    Asked before Qt starts, because Qt aborts the whole process when no platform plugin loads."""
+    from app.core.desktop.sysdeps import window_problem
+
+    return window_problem()
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
+    if (problem := _window_problem()) is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     from app.ui.main import run_gui
 
     return run_gui(minimized=getattr(args, "minimized", False), files=getattr(args, "files", None) or ())

@@ -28,5 +28,6 @@ rm -rf "$DEST.old"
 ln -sfn "$DEST/nightschool" "$PREFIX/bin/nightschool"
 "$DEST/nightschool" desktop install --prefix "$SHARE" --exec "$PREFIX/bin/nightschool" "${AUTOSTART[@]}"
 echo "installed: $PREFIX/bin/nightschool ($("$DEST/nightschool" --version))"
+bash "$HERE/check_depends.sh" "$HERE/depends.txt"  # warns with the apt-get line for missing window libraries
 case ":$PATH:" in *":$PREFIX/bin:"*) ;; *) echo "note: add $PREFIX/bin to your PATH to type 'nightschool'" ;; esac
 echo "next: open Nightschool from your menu; the first start sets up the training engine (a few minutes, once)"

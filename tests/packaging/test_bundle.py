@@ -19,6 +19,8 @@ from alembic import command
 
 from app.core.base import paths, settings
 from app.core.base.store import Store, alembic_config
+from app.core.desktop.sysdeps import PACKAGES, Derived, derive_depends
+from tests.packaging.test_sysdeps import DEPENDS_TXT, XCB_MINIMUM, assert_explained, hidden_command, window_env
 
 pytestmark = pytest.mark.slow
 ROOT = paths.CODE_ROOT
@@ -104,6 +106,27 @@ def test_the_deb_installs_launches_migrates_and_uninstalls_cleanly(built, tmp_pa
     left = [p for p in owned if (p.is_file() or p.is_symlink()) and not p.is_dir()]
     assert left == [] and not Path("/opt/nightschool").exists()
     assert (fresh / "nightschool.db").is_file() and old.is_file()  # the users' data dirs stay
+
+
+def test_the_deb_depends_on_what_the_bundle_needs_from_the_system(built, tmp_path):
+    """Every shared object's NEEDED libraries the bundle does not carry, as Debian packages, are the checked-in
+    packaging/deb/depends.txt, and the .deb declares them; the frozen app with one of them hidden explains itself."""
+    derived = derive_depends(built.bundle)
+    listed = Derived.parse(DEPENDS_TXT.read_text(encoding="utf-8"))
+    assert derived == listed, (f"{DEPENDS_TXT} is out of date; the bundle changed it so:\n" + "\n".join(
+        listed.diff(derived)) + "\nupdate it: .venv/bin/python packaging/depends.py build/package/dist/nightschool --write")
+    assert XCB_MINIMUM <= set(derived.depends)
+    assert not {p.name for p in built.bundle.rglob("*.so*")} & set(PACKAGES)  # the system's copies, never the build's
+    control = {k: run(["dpkg-deb", "-f", str(built.deb), k]).stdout.strip() for k in ("Depends", "Recommends")}
+    assert control["Depends"] == ", ".join(derived.depends)
+    assert control["Recommends"] == ", ".join(("python3 (>= 3.11)", "python3-venv", *derived.recommends))
+    names = run(["tar", "-tzf", str(built.tar)]).stdout.split()
+    assert {"depends.txt", "check_depends.sh"} <= {Path(n).name for n in names}
+
+    cmd = hidden_command([str(built.bundle / "nightschool"), "gui"])
+    done = subprocess.run(cmd, env=window_env(tmp_path / "home"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
+    assert_explained(done.stderr)
 
 
 def test_the_portable_archive_installs_under_a_home_without_root(built, tmp_path):
