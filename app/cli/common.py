@@ -13,6 +13,7 @@ from typing import Any
 from tqdm import tqdm
 
 from app.core.base import protocol as P
+from app.core.base.words import grouped  # noqa: F401 - the commands' one way to write a count
 
 
 def open_store():
@@ -94,11 +95,6 @@ def row_dict(row, exclude: tuple[str, ...] = ()) -> dict:
                 pass
         out[key] = value
     return json.loads(json.dumps(out, default=_plain))
-
-
-def grouped(n) -> str:
-    """12400 → '12 400' ('-' for none)."""
-    return "-" if n is None else f"{int(n):,}".replace(",", " ")
 
 
 @dataclass

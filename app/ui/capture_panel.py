@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.core.base.words import grouped
 from app.core.capture.queries import SessionSummary, TranscriptMessage
 from app.ui.capture import CaptureController
 from widgets.banner import Banner
@@ -148,7 +149,8 @@ class CapturePanel(QWidget):
         self.per_day = StackedBars("Sessions per day", AGENT_COLOURS,
                                    empty="No session captured yet: each day's sessions, by agent, will be drawn here")
         self.tools = LabelledBars("Tool calls", "#4f8cff",
-                                  empty="No tool call captured yet: the tools your agents call most will be listed here")
+                                  empty="No tool call captured yet: the tools your agents call most will be "
+                                        "listed here")
         self.sources = make_table(["Agent", "Root", "State", "Last event", "Error"], 1)
         self.quarantine = make_table(["Source", "Line", "Reason", "Excerpt"], 3)
         self.side_tabs = QTabWidget()
@@ -196,10 +198,11 @@ class CapturePanel(QWidget):
     def refresh(self) -> None:
         q = self.controller.queries
         t = q.totals()
-        agents = ", ".join(f"{n} {a}" for a, n in sorted(t.by_agent.items())) or "none yet"
-        self.totals.setText(f"<b>{t.sessions} sessions</b> ({agents}) · {t.messages} messages · "
-                            f"{t.quarantined} in quarantine · {t.lines_in} lines in = {t.stored} stored + "
-                            f"{t.quarantined_lines} quarantined + {t.skipped} skipped")
+        g = grouped
+        agents = ", ".join(f"{g(n)} {a}" for a, n in sorted(t.by_agent.items())) or "none yet"
+        self.totals.setText(f"<b>{g(t.sessions)} sessions</b> ({agents}) · {g(t.messages)} messages · "
+                            f"{g(t.quarantined)} in quarantine · {g(t.lines_in)} lines in = {g(t.stored)} stored + "
+                            f"{g(t.quarantined_lines)} quarantined + {g(t.skipped)} skipped")
         self._fill_charts(q.sessions_per_day(), q.tool_histogram())
         projects = q.projects()
         fill(self.projects, [[ALL, sum(p[1] for p in projects), sum(p[2] for p in projects)], *map(list, projects)],
@@ -288,7 +291,7 @@ def signals_text(sig: dict, subagents: int) -> str:
 
 
 def count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' * (n != 1)}"
+    return f"{grouped(n)} {noun}{'s' * (n != 1)}"
 
 
 def clip(text: str, limit: int = MAX_PART_CHARS) -> str:

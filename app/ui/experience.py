@@ -15,6 +15,7 @@ from PySide6.QtCore import QTimer, Signal
 
 from app.core.base.errors import Explained
 from app.core.base.store import Store
+from app.core.base.words import grouped
 from app.core.experience import buffer as B, config as C, corrections as K, keys, teacher as T
 from app.ui.background import PolledController
 from app.ui.school_words import local_hhmm
@@ -72,8 +73,8 @@ def key_place() -> str:
 
 # --- words -----------------------------------------------------------------------------------------------------------
 def tokens(n: Any) -> str:
-    """12400 → '12 400'."""
-    return "–" if n is None else f"{int(n):,}".replace(",", " ")
+    """12400 → '12,400' (the app's one way: base.words.grouped)."""
+    return grouped(n, none="–")
 
 
 def buffer_headline(snap: Snapshot | None) -> str:

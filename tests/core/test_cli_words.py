@@ -75,3 +75,13 @@ def test_the_policy_listing_says_what_each_key_means(ns_home, capsys):
     for key in Policy.model_fields:
         assert meaning(key), f"{key} has no description"
         assert f"\n{'':16} {meaning(key)}\n" in out
+
+
+def test_counts_are_written_one_way_in_the_terminal_and_the_window():
+    """'200 000' beside '200,000' no more: the CLI and the window write counts with the one helper, commas."""
+    from app.cli import common
+    from app.core.base.words import grouped
+    from app.ui.experience import budget_line
+
+    assert common.grouped is grouped and grouped(200_000) == "200,000" and grouped(None) == "-"
+    assert budget_line({"tokens_today": 12_400, "tokens_per_day": 200_000}) == "12,400 of 200,000 tokens today"

@@ -122,7 +122,7 @@ def test_on_and_off_say_what_is_recorded_and_settings_refuse_bad_values(store, c
     said = capsys.readouterr().out
     assert "records each request and the student's answer" in said
     assert "scrubbed like captured sessions" in said and "the API key is never stored" in said
-    assert "At most 20 000 entries are kept, none older than 30 days" in said
+    assert "At most 20,000 entries are kept, none older than 30 days" in said
     assert config.buffer(store).enabled is True
     assert main(["experience", "off", "--json"]) == 0
     assert out_json(capsys)["enabled"] is False and config.buffer(store).enabled is False
@@ -181,6 +181,6 @@ def test_correct_now_runs_the_teacher_within_the_limit_and_says_why_it_stopped(s
         assert text.startswith("tried 1: 1 accepted, 0 waiting for review, 0 rejected, 0 failed; 42 tokens used")
         assert "every due answer was tried" in text
         assert main(["experience", "teacher", "usage"]) == 0
-        assert "Budget: 126 of 200 000 tokens today (199 874 left)" in capsys.readouterr().out
+        assert "Budget: 126 of 200,000 tokens today (199,874 left)" in capsys.readouterr().out
     finally:
         teacher.close()

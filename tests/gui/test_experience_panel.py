@@ -61,11 +61,11 @@ def test_an_empty_buffer_says_what_to_do(panel):
     assert panel.flagged_empty.isVisible() and not panel.flagged.isVisible()
     assert panel.flagged_empty.text() == ("No answers recorded yet — turn the buffer on and send requests to the "
                                           "built-in server.")
-    assert "API key is never stored" in panel.sentence.text() and "at most 20 000 entries / 30 days" in \
+    assert "API key is never stored" in panel.sentence.text() and "at most 20,000 entries / 30 days" in \
         panel.sentence.text()
     assert panel.waiting_empty.isVisible() and "No correction waits for review" in panel.waiting_empty.text()
     assert not panel.accept_button.isEnabled() and not panel.reject_button.isEnabled()
-    assert panel.budget.text() == "0 of 200 000 tokens today"
+    assert panel.budget.text() == "0 of 200,000 tokens today"
     assert panel.key_place.text() == "No key set."
     assert "Set its URL, its model and its key" in panel.hint.text()
 

@@ -1,4 +1,4 @@
-"""Time left in words, the same in the window and the terminal ("about 3 min left")."""
+"""Words the window and the terminal share: time left ("about 3 min left"), counts ("12,400")."""
 from __future__ import annotations
 
 
@@ -11,3 +11,9 @@ def eta_words(seconds: float | None) -> str:
     if seconds < 3600:
         return f"about {seconds // 60} min left"
     return f"about {seconds // 3600} h {seconds % 3600 // 60:02d} min left"
+
+
+def grouped(n, none: str = "-") -> str:
+    """A count with its thousands marked the one way the app writes them, window and terminal: 12400 → '12,400'
+    (`none` for None)."""
+    return none if n is None else f"{int(n):,}"
