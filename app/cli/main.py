@@ -100,12 +100,39 @@ def _window_problem():
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
+    files = getattr(args, "files", None) or ()
+    if getattr(args, "minimized", False) and not files:  # the old autostart line: now the tray process
+        return cmd_tray(argparse.Namespace(learn=True))
     if (problem := _window_problem()) is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     from app.ui.main import run_gui
 
-    return run_gui(minimized=getattr(args, "minimized", False), files=getattr(args, "files", None) or ())
+    return run_gui(files=files)
+
+
+def cmd_tray(args: argparse.Namespace) -> int:
+    """The tray icon alone (one per login session), following whichever process runs the school."""
+    if not has_display() and not os.environ.get("QT_QPA_PLATFORM"):
+        from app.core.base.errors import Explained
+
+        why = Explained("the tray icon needs a desktop", "neither DISPLAY nor WAYLAND_DISPLAY is set",
+                        "run it in your desktop session; without one, `nightschool school status` tells the state")
+        print(f"error: {why}", file=sys.stderr)
+        return 2
+    if (problem := _window_problem()) is not None:  # Qt would abort without its platform plugin's libraries
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    from app.core.runtime import lock
+
+    held = lock.SessionLock.take(lock.TRAY)  # before Qt loads: a second tray leaves at once
+    if held is None:
+        print(f"nightschool tray: one already runs in this session (pid {lock.SessionLock.held_by(lock.TRAY)}): "
+              "not starting another", flush=True)
+        return 0
+    from app.ui.tray_app import run_tray
+
+    return run_tray(held, learn=args.learn)
 
 
 def _built_dataset(args: argparse.Namespace) -> None:
@@ -282,8 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=cmd_command, command=command)
     gui = sub.add_parser("gui", help="open the window")
     gui.add_argument("files", nargs="*", help="files to import, as if dropped on the window (the launcher's %%F)")
-    gui.add_argument("--minimized", action="store_true", help="start with only the tray icon (where there is a tray)")
+    gui.add_argument("--minimized", action="store_true", help="no window: the same as `nightschool tray --learn`")
     gui.set_defaults(func=cmd_gui)
+    tray = sub.add_parser("tray", help="the tray icon alone: the school's state, notifications, Open (one per session)")
+    tray.add_argument("--learn", action="store_true",
+                      help="when nothing runs the school, start learning in the background (what autostart does)")
+    tray.set_defaults(func=cmd_tray)
     from app.cli.capture import register
     from app.cli.daemon import register as register_daemon
     from app.cli.datasets import register as register_datasets

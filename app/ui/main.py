@@ -1,5 +1,6 @@
 """GUI entry: QApplication + qasync loop, the store, the runtime (this window's own, or a daemon's it views), the main
-window and its tray icon."""
+window, and the tray: the tray process (started here where a tray host runs and none runs yet, so closing the window
+never takes the icon with it), else the window's own icon or banner."""
 from __future__ import annotations
 
 import asyncio
@@ -9,8 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import qasync
-from PySide6.QtCore import QEvent, QObject, QTimer
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
 from app.core.base.store import Store
 from app.core.capture.sources import CaptureConfig
@@ -19,7 +19,7 @@ from app.core.runtime import lock
 from app.core.runtime.lock import RuntimeBusy
 from app.core.runtime.supervisor import Runtime
 from app.core.train.jobs import JobManager
-from app.ui import gcguard, refguard
+from app.ui import gcguard, refguard, startup
 from app.ui.capture import CaptureController
 from app.ui.datasets import DatasetsController
 from app.ui.engine_check import offer as offer_engine
@@ -27,12 +27,13 @@ from app.ui.first_run import offer as offer_first_run
 from app.ui.judge import JudgeController
 from app.ui.main_window import MainWindow
 from app.ui.queue import QueueController
-from app.ui.runtime_link import RuntimeLink
+from app.ui.runtime_link import RuntimeLink, app_command, spawn_detached
 from app.ui.school import SchoolController
 from app.ui.ship import ShipController
 from app.ui.theme import apply_dark
 from app.ui.training import TrainingController
-from app.ui.tray import Tray
+from app.ui.tray import WindowTray
+from app.ui.window_door import WindowDoor
 
 
 def build_window(store: Store | None = None, capture_config: CaptureConfig | None = None,
@@ -43,7 +44,8 @@ def build_window(store: Store | None = None, capture_config: CaptureConfig | Non
     "window": the queue's scheduler, capture — following capture_config, else the saved settings; watch=False or the
     settings' watch off: no watcher —, the model-server keeper, the cycle orchestrator) and its tabs are views of it.
     When another process (the daemon) holds it, the window is a viewer: no runtime, no scheduling, no capture of its
-    own; it reads the store and follows the daemon's status channel. tray: None asks Qt whether a tray host runs."""
+    own; it reads the store and follows the daemon's status channel. tray: whether the window shows its own tray icon
+    (None: where a tray host runs; run_gui passes False when the tray process shows the school)."""
     store = store or Store()
     config, problem = load_capture_config(capture_config)
     link, runtime = RuntimeLink(), None
@@ -68,11 +70,12 @@ def build_window(store: Store | None = None, capture_config: CaptureConfig | Non
     # one manager: the queue launches the engines the Training tab follows
     controller = TrainingController(queue.queue.manager, queue=queue)
     school = SchoolController(store, link)
-    window = MainWindow(controller, capture, DatasetsController(store), queue, JudgeController(store),
-                        ShipController(store), school=school, link=link)
+    window = (startup.take_shell() or MainWindow()).attach(  # the window `nightschool gui` painted first, if any
+        controller, capture, DatasetsController(store), queue, JudgeController(store), ShipController(store),
+        school=school, link=link)
     link.event.connect(queue.on_runtime_event)
     link.event.connect(capture.on_runtime_event)
-    window.tray = Tray(window, school, available=tray)
+    window.tray = WindowTray(window, school, available=tray)
     controller.attach_all()
     queue.start()  # reads the queue every second (the runtime schedules)
     capture.start()
@@ -94,12 +97,11 @@ def load_capture_config(given: CaptureConfig | None) -> tuple[CaptureConfig, str
         return CaptureConfig(), str(exc)
 
 
-def run_gui(on_ready: Callable[[MainWindow], None] | None = None, minimized: bool = False,
-            files: Sequence[str] = (), first_run: bool | None = None) -> int:
-    """Run the app until its last window closes; on_ready (tests, benchmarks) gets the window. minimized: only the
-    tray icon where a tray host runs. files (the launcher's %F): imported as if dropped; the window shows.
-    first_run: the first-run wizard over a shown window until finished or skipped (None: unless
-    NIGHTSCHOOL_NO_FIRST_RUN=1)."""
+def run_gui(on_ready: Callable[[MainWindow], None] | None = None, files: Sequence[str] = (),
+            first_run: bool | None = None) -> int:
+    """Run the app until its last window closes; on_ready (tests, benchmarks) gets the window. files (the launcher's
+    %F): imported as if dropped. first_run: the first-run wizard over the window until finished or skipped (None:
+    unless NIGHTSCHOOL_NO_FIRST_RUN=1)."""
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("Nightschool")
     app.setDesktopFileName("nightschool")  # Wayland's app id: the launcher's icon and name (nightschool.desktop)
@@ -112,12 +114,11 @@ def run_gui(on_ready: Callable[[MainWindow], None] | None = None, minimized: boo
     app.aboutToQuit.connect(closed.set)
     with loop:
         store = Store()
-        window = build_window(store)
+        window = build_window(store, tray=False if start_tray() else None)
         window.ask_on_close = True  # closing a window that runs the school asks whether to keep learning
-        why = show(window, minimized and not files)
-        if why:
-            print(f"nightschool: showing the window, not only the tray icon: {why}", file=sys.stderr)
-        wizard = offer_first_run(window, store, first_run) if window.isVisible() else None  # noqa: F841 - held
+        door = WindowDoor(window.tray.open_window, window)  # the tray's Open raises this window
+        window.show()
+        wizard = offer_first_run(window, store, first_run)  # noqa: F841 - held
         engine_check = offer_engine(window, store) if wizard is None else None  # noqa: F841 - held
         if files and window.capture_controller is not None:
             window.tabs.setCurrentWidget(window.capture)
@@ -125,38 +126,20 @@ def run_gui(on_ready: Callable[[MainWindow], None] | None = None, minimized: boo
         if on_ready:
             on_ready(window)
         loop.run_until_complete(closed.wait())
+        door.close()  # its socket file goes
         dispose(app, window)
     return 0
 
 
-def show(window: MainWindow, minimized: bool = False, quit_app: Callable[[], None] = QApplication.quit) -> str:
-    """Show the window; minimized and a tray host runs: only the tray icon (its Open shows the window). Returns why a
-    minimized start shows the window anyway ('' when it did as asked)."""
-    if not minimized or window.tray is None or not window.tray.available:
-        window.show()
-        return "no system tray is available on this desktop" if minimized else ""
-    window.installEventFilter(QuitWhenGone(window, quit_app))
-    return ""
-
-
-class QuitWhenGone(QObject):
-    """Closing a window that was never shown (the tray's Quit after --minimized) does not end a Qt app by itself:
-    this quits once neither the window nor the tray icon shows."""
-
-    def __init__(self, window: MainWindow, quit_app: Callable[[], None]) -> None:
-        super().__init__(window)
-        self.quit_app = quit_app
-
-    def eventFilter(self, watched, event) -> bool:
-        if event.type() == QEvent.Type.Close:
-            QTimer.singleShot(0, self._check)  # after the close was handled (or refused)
+def start_tray() -> bool:
+    """Whether the tray process shows the school: one runs in this session, or a tray host runs and one is started
+    now (detached: it outlives the window). Then the window makes no icon of its own; else it keeps its own."""
+    if lock.SessionLock.held_by(lock.TRAY) is not None:
+        return True
+    if not QSystemTrayIcon.isSystemTrayAvailable():
         return False
-
-    def _check(self) -> None:
-        window = self.parent()
-        icon = window.tray.icon if window.tray is not None else None
-        if not window.isVisible() and (icon is None or not icon.isVisible()):
-            self.quit_app()
+    spawn_detached(app_command("tray"), "tray.out")
+    return True
 
 
 def dispose(app: QApplication, window: MainWindow) -> None:

@@ -22,11 +22,15 @@ POLL_MS = 100
 SEEN = 2000  # bus sequence numbers remembered to drop an event delivered twice (replay + live)
 
 
-def daemon_command() -> list[str]:
-    """`nightschool daemon` from this interpreter (the packaged app's binary is the `nightschool` command itself)."""
+def app_command(*args: str) -> list[str]:
+    """`nightschool ARGS` from this interpreter (the packaged app's binary is the `nightschool` command itself)."""
     if getattr(sys, "frozen", False):
-        return [sys.executable, "daemon"]
-    return [sys.executable, "-m", "app.cli.main", "daemon"]
+        return [sys.executable, *args]
+    return [sys.executable, "-m", "app.cli.main", *args]
+
+
+def daemon_command() -> list[str]:
+    return app_command("daemon")
 
 
 class RuntimeLink(QObject):
@@ -164,10 +168,15 @@ class RuntimeLink(QObject):
 def spawn_daemon(command: list[str] | None = None) -> tuple[subprocess.Popen, Path]:
     """Start the daemon detached (its own session: it outlives the window); what it prints goes to
     <data dir>/logs/daemon.out (its own log is logs/daemon.log)."""
-    log_path = paths.data_dir() / "logs" / "daemon.out"
+    return spawn_detached(command or daemon_command(), "daemon.out")
+
+
+def spawn_detached(command: list[str], out_name: str) -> tuple[subprocess.Popen, Path]:
+    """Start a process in its own session (it outlives this one), what it prints going to <data dir>/logs/out_name."""
+    log_path = paths.data_dir() / "logs" / out_name
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(command or daemon_command(), cwd=str(paths.CODE_ROOT), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(command, cwd=str(paths.CODE_ROOT), stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ))
     return proc, log_path
 

@@ -239,14 +239,48 @@ def notice_text(event: dict) -> tuple[str, str, str]:
     return kind or "event", reason, "info"
 
 
-def tray_state(status: dict | None, failed: bool = False) -> str:
-    """idle | capturing | training | judging | error, from the state (capturing is a moment: the tray sets it)."""
+def tray_state(status: dict | None, failed: bool = False, running: bool = True) -> str:
+    """off | error | paused | approval | training | judging | idle, from the state (capturing is a moment: the tray
+    sets it). running: whether a runtime schedules (a paused school that nothing runs is off, not paused)."""
+    if not running:
+        return "off"
     if failed:
         return "error"
+    if (status or {}).get("paused"):
+        return "paused"
     cycle = (status or {}).get("cycle")
     if cycle is None:
         return "idle"
+    if cycle.get("state") == "approval":
+        return "approval"
     return "training" if cycle.get("stage") in TRAINING_STAGES else "judging"
+
+
+def tray_tooltip(state: str, status: dict | None, progress: dict | None = None, failed: str = "",
+                 where: str = "") -> str:
+    """The tray's tooltip: "Nightschool — <the state in words>", then where the school runs (or how to start it)."""
+    cycle = (status or {}).get("cycle") or {}
+    if state == "off":
+        words = "not running" + (" (learning is paused too)" if (status or {}).get("paused") else "")
+        where = "Nothing learns: start it from this menu, or open the window."
+    elif state == "error":
+        words = f"needs attention: {failed}" if failed else "needs attention"
+    elif state == "paused":
+        words = "paused" + (f" (cycle {cycle['id']} waits at {cycle.get('stage')})" if cycle else "")
+    elif state == "approval":
+        words = f"cycle {cycle.get('id')} waits for your approval"
+    elif state in ("training", "judging"):
+        words = f"{cycle.get('stage') or state} cycle {cycle.get('id')}"
+        if progress and progress.get("cycle") == cycle.get("id") and progress.get("stage") == cycle.get("stage"):
+            step, total, _ = progress_words(progress)
+            if total:
+                words += f" ({min(100, round(100 * step / total))} %)"
+    elif state == "idle" and status is not None:
+        new, needed, _ = next_state(status)
+        words = f"idle ({new} of {needed} new sessions for the next cycle)" if needed else "idle"
+    else:
+        words = state or "starting"
+    return f"Nightschool — {words}" + (f"\n{where[0].upper()}{where[1:]}" if where else "")
 
 
 def runtime_words(status: dict | None) -> str:

@@ -1,64 +1,86 @@
-"""The tray icon: the school's state at a glance (idle / capturing / training / judging / error), a menu (Open, Run a
-cycle now, Pause learning, Quit) and notifications for the events a person is told about (bus.NOTIFY). Where the
-desktop has no system tray the notifications go to the window's banner instead."""
+"""The tray icon: the school's state at a glance (the app's icon with a state badge; its tooltip the real state: not
+running / paused / idle / capturing / training cycle N (42 %) / judging / waits for approval / needs attention), a menu
+(Open, Run a cycle now, Pause / Resume learning, Quit) and notifications for the events a person is told about
+(bus.NOTIFY). `Tray` is the shared part; its owners: the tray process (`app/ui/tray_app.SessionTray`, what autostart
+and the window start: it outlives the window) and, where that cannot run, the window itself (`WindowTray`, whose
+notifications go to the window's banner when the desktop has no system tray)."""
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, QTimer
-from PySide6.QtGui import QAction
+from PySide6.QtGui import QAction, QPixmap
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
+from app.core.desktop.entries import PNG_DIR
 from app.ui.school import SchoolController
-from app.ui.school_words import notice_text, tray_state
-from widgets.status_icon import dot_icon
+from app.ui.school_words import notice_text, tray_state, tray_tooltip
+from widgets.status_icon import badged_icon
 
-STATES = {  # state -> (colour, glyph, words)
-    "idle": ("#6b7280", "", "idle"),
-    "capturing": ("#4f8cff", "", "capturing"),
-    "training": ("#ff9f43", "", "training"),
-    "judging": ("#a29bfe", "", "judging"),
-    "error": ("#e74c3c", "!", "needs attention"),
+STATES = {  # state -> (badge colour, glyph)
+    "off": ("#6b7280", ""),
+    "paused": ("#9ca3af", "II"),
+    "idle": ("#2ecc71", ""),
+    "capturing": ("#4f8cff", ""),
+    "training": ("#ff9f43", ""),
+    "judging": ("#a29bfe", ""),
+    "approval": ("#f1c40f", "?"),
+    "error": ("#e74c3c", "!"),
 }
+ICON_SIZES = (16, 24, 32, 48, 64, 128)  # the app's PNGs a tray may ask for (HiDPI panels take the larger)
 CAPTURING_MS = 4000  # a capture shows this long
 SHOW_MS = 15_000  # how long a notification stays
 ERRORS = ("cycle.failed", "stage.failed", "alert.fatal", "runtime.error")
 LEVELS = {"info": QSystemTrayIcon.MessageIcon.Information, "error": QSystemTrayIcon.MessageIcon.Warning}
 
 
-class Tray(QObject):
-    """available: whether a tray host runs (None: ask Qt). Without one there is no icon and `notify` shows the
-    window's banner."""
+def app_pixmaps() -> list[QPixmap]:
+    """The app's icon at the tray's sizes (resources/icons, rendered from the SVG); [] where they are missing."""
+    found = [QPixmap(str(PNG_DIR / f"{size}.png")) for size in ICON_SIZES]
+    return [p for p in found if not p.isNull()]
 
-    def __init__(self, window, school: SchoolController, available: bool | None = None) -> None:
-        super().__init__(window)  # the window is its parent (no Python reference: no cycle keeps the window alive)
+
+def state_icons() -> dict:
+    bases = app_pixmaps()
+    return {name: badged_icon(bases, colour, glyph, grey=name == "off") for name, (colour, glyph) in STATES.items()}
+
+
+class Tray(QObject):
+    """The icon, its menu and its notifications for one SchoolController. available: whether to show an icon (None:
+    ask Qt whether a tray host runs); without one `elsewhere` says the notifications. Owners give open_window and
+    quit."""
+
+    quit_text = "Quit"
+
+    def __init__(self, parent, school: SchoolController, available: bool | None = None) -> None:
+        super().__init__(parent)  # the owner is its parent (no Python reference: no cycle keeps the window alive)
         self.school = school
         self.available = QSystemTrayIcon.isSystemTrayAvailable() if available is None else available
-        self.state = "idle"
-        self.failed = False  # an error shows until the next cycle starts
+        self.state = ""
+        self.failed = ""  # the last error's title: it shows until the next cycle starts
         self.notices: list[tuple[str, str, str]] = []  # (title, text, level) said, newest last
-        self._icons = {name: dot_icon(colour, glyph) for name, (colour, glyph, _) in STATES.items()}
+        self._icons = state_icons()
         self._capturing = QTimer(self)
         self._capturing.setSingleShot(True)
         self._capturing.setInterval(CAPTURING_MS)
         self._capturing.timeout.connect(self._update)
         self.icon: QSystemTrayIcon | None = None
         self.menu = QMenu()
-        self.open_action = QAction("Open Nightschool", self.menu)
-        self.open_action.triggered.connect(self.open_window)
-        self.run_action = QAction("Run a cycle now", self.menu)
-        self.run_action.triggered.connect(school.run_now)
-        self.pause_action = QAction("Pause learning", self.menu)
-        self.pause_action.setCheckable(True)
-        self.pause_action.triggered.connect(lambda _checked: school.toggle_pause())
-        self.quit_action = QAction("Quit", self.menu)
-        self.quit_action.triggered.connect(self.quit)
+        self.state_action = QAction("", self.menu)  # the state in words, at the menu's top (not clickable)
+        self.state_action.setEnabled(False)
+        self.open_action = self._action("Open Nightschool", self.open_window)
+        self.run_action = self._action("Run a cycle now", school.run_now)
+        self.pause_action = self._action("Pause learning", lambda: school.toggle_pause())
+        self.quit_action = self._action(self.quit_text, self.quit)
+        self.menu.addAction(self.state_action)
+        self.menu.addSeparator()
         self.menu.addAction(self.open_action)
+        self.add_actions()
         self.menu.addSeparator()
         self.menu.addAction(self.run_action)
         self.menu.addAction(self.pause_action)
         self.menu.addSeparator()
         self.menu.addAction(self.quit_action)
         if self.available:
-            self.icon = QSystemTrayIcon(self._icons["idle"], self)
+            self.icon = QSystemTrayIcon(self._icons["off"], self)
             self.icon.setContextMenu(self.menu)
             self.icon.messageClicked.connect(self.open_window)
             self.icon.activated.connect(self._on_activated)
@@ -67,52 +89,82 @@ class Tray(QObject):
         school.changed.connect(self._update)
         if school.link is not None:
             school.link.event.connect(self.on_event)
+            school.link.connection.connect(self._on_connection)
         self._update()
 
-    @property
-    def window(self):
-        return self.parent()
+    def _action(self, text: str, slot) -> QAction:
+        action = QAction(text, self.menu)
+        action.triggered.connect(lambda _checked=False: slot())
+        return action
+
+    # --- what owners give ---------------------------------------------------------------------------------
+    def add_actions(self) -> None:
+        """Owner-specific actions, placed after Open."""
+
+    def open_window(self) -> None:
+        raise NotImplementedError
+
+    def quit(self) -> None:
+        raise NotImplementedError
+
+    def elsewhere(self, level: str, text: str) -> None:
+        """A notification where there is no icon to show it."""
 
     # --- state -------------------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        """Whether a runtime schedules: this window's own, or the one its link views (connected)."""
+        link = self.school.link
+        return link is None or link.mode == "own" or link.connected
+
+    def _on_connection(self, _connected: bool, _words: str) -> None:
+        self.school.refresh_soon()
+        self._update()
+
     def on_event(self, event: dict) -> None:
         kind = event.get("type")
         if kind == "capture":
             self._capturing.start()
         elif kind in ERRORS and (self.school.link is None or self.school.link.is_news(event)):
-            self.failed = True
+            self.failed = notice_text(event)[0]
         elif kind in ("cycle.started", "cycle.stage", "cycle.done", "cycle.refused"):
-            self.failed = False
-        else:
+            self.failed = ""
+        elif kind != "cycle.progress":  # progress: the tooltip's percentage
             return
         self._update()
 
     def _update(self) -> None:
-        state = tray_state(self.school.status, self.failed)
+        status = self.school.status
+        state = tray_state(status, bool(self.failed), running=self.running)
         if state == "idle" and self._capturing.isActive():
             state = "capturing"
-        self.set_state(state)
+        self.set_state(state, tray_tooltip(state, status, self.school.last_progress, self.failed, self.where()))
         paused = self.school.paused
-        self.pause_action.setChecked(paused)
-        self.pause_action.setText("Learning paused (click to resume)" if paused else "Pause learning")
-        cycle = (self.school.status or {}).get("cycle")
-        self.run_action.setEnabled(self.school.status is not None and cycle is None and not paused)
+        self.pause_action.setText("Resume learning" if paused else "Pause learning")
+        cycle = (status or {}).get("cycle")
+        self.run_action.setEnabled(self.running and status is not None and cycle is None and not paused)
 
-    def set_state(self, state: str) -> None:
-        changed, self.state = state != self.state, state
+    def where(self) -> str:
+        link = self.school.link
+        if link is None or link.mode == "own":
+            return "runs in this window"
+        if link.connected:
+            return f"runs in the {link.role or 'background'} (pid {link.pid})"
+        return ""
+
+    def set_state(self, state: str, tip: str) -> None:
+        changed, self.state, self.tip = state != self.state, state, tip
+        words = tip.splitlines()[0].removeprefix("Nightschool — ")
+        self.state_action.setText(words[:1].upper() + words[1:])
         if self.icon is None:
             return
         if changed:
             self.icon.setIcon(self._icons[state])
-        tip = self.tooltip()
         if tip != self.icon.toolTip():
             self.icon.setToolTip(tip)
 
     def tooltip(self) -> str:
-        cycle = (self.school.status or {}).get("cycle")
-        words = STATES[self.state][2]
-        if cycle is not None:
-            words += f" — cycle {cycle['id']}, {cycle['stage']}"
-        return f"Nightschool: {words}"
+        return self.tip
 
     # --- notifications ---------------------------------------------------------------------------------------
     def notify(self, event: dict) -> None:
@@ -124,22 +176,34 @@ class Tray(QObject):
         if self.icon is not None:
             self.icon.showMessage(title, text, LEVELS.get(level, LEVELS["info"]), SHOW_MS)
         else:
-            self.window.banner.show_message(level, f"{title} — {text}" if text else title)
+            self.elsewhere(level, f"{title} — {text}" if text else title)
 
-    # --- menu ----------------------------------------------------------------------------------------------
     def _on_activated(self, reason) -> None:
         if reason in (QSystemTrayIcon.ActivationReason.Trigger, QSystemTrayIcon.ActivationReason.DoubleClick):
             self.open_window()
+
+    def hide(self) -> None:
+        if self.icon is not None:
+            self.icon.hide()
+
+
+class WindowTray(Tray):
+    """The window's own icon, used only where no tray process shows the school (see app/ui/main.run_gui); without a
+    tray host the window's banner says the notifications."""
+
+    @property
+    def window(self):
+        return self.parent()
 
     def open_window(self) -> None:
         self.window.showNormal()
         self.window.raise_()
         self.window.activateWindow()
-        self.window.tabs.setCurrentWidget(self.window.school)
+        if self.window.school is not None:
+            self.window.tabs.setCurrentWidget(self.window.school)
 
     def quit(self) -> None:
         self.window.close_asking()  # the window asks whether to keep learning when it runs the school
 
-    def hide(self) -> None:
-        if self.icon is not None:
-            self.icon.hide()
+    def elsewhere(self, level: str, text: str) -> None:
+        self.window.banner.show_message(level, text)

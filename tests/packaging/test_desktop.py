@@ -74,7 +74,7 @@ def test_install_writes_valid_entries_icons_and_the_jsonl_type(tmp_path):
                  "Categories=Development;"):
         assert line in text.splitlines()
     login_lines = login.read_text().splitlines()
-    assert "Exec=/usr/bin/nightschool gui --minimized" in login_lines
+    assert "Exec=/usr/bin/nightschool tray --learn" in login_lines  # the tray process (and learning) at login
     assert "X-GNOME-Autostart-enabled=true" in login_lines and not any(x.startswith("MimeType") for x in login_lines)
     svg = prefix / "icons/hicolor/scalable/apps/nightschool.svg"
     assert svg.read_bytes() == E.SVG.read_bytes()
@@ -116,7 +116,7 @@ def test_uninstall_removes_exactly_what_install_wrote(tmp_path):
 
 def test_glib_launches_the_exec_line_with_the_path_and_file_it_was_given(tmp_path):
     """A program under a folder with a space, $, `, ", \\ and ' in its name: the quoted Exec runs it with `gui FILE`
-    (GLib's gio parses the entry as desktops do), and the login entry with `gui --minimized`."""
+    (GLib's gio parses the entry as desktops do), and the login entry with `tray --learn`."""
     gio = tool("gio")
     folder = tmp_path / "My Apps $HOME `id` \"q\" back\\slash it's"
     folder.mkdir()
@@ -130,7 +130,7 @@ def test_glib_launches_the_exec_line_with_the_path_and_file_it_was_given(tmp_pat
     validate(launcher, login)
     data = tmp_path / "chat.jsonl"
     assert launched(gio, launcher, out, str(data)) == [str(program), "gui", str(data)]
-    assert launched(gio, login, out) == [str(program), "gui", "--minimized"]
+    assert launched(gio, login, out) == [str(program), "tray", "--learn"]
 
 
 def launched(gio: str, entry: Path, out: Path, *args: str, timeout_s: float = 20.0) -> list[str]:
@@ -230,5 +230,7 @@ def test_the_entries_exec_lines_parse_as_gui_commands():
     launched = build_parser().parse_args(["gui", "/home/me/a.jsonl", "/home/me/b.jsonl"])
     assert launched.func is cmd_gui and launched.files == ["/home/me/a.jsonl", "/home/me/b.jsonl"]
     assert not launched.minimized
-    login = build_parser().parse_args(["gui", "--minimized"])
-    assert login.minimized and login.files == []
+    login = build_parser().parse_args(["tray", "--learn"])
+    assert login.func.__name__ == "cmd_tray" and login.learn
+    earlier = build_parser().parse_args(["gui", "--minimized"])  # earlier installs' login entry: the same tray
+    assert earlier.minimized and earlier.files == []

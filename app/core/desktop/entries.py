@@ -88,14 +88,14 @@ def launcher_text(argv: Sequence[str], workdir: Path | None = None) -> str:
 
 
 def autostart_text(launcher: str) -> str:
-    """The login entry: the launcher's, starting in the tray (`gui --minimized`), claiming no file types, with no
-    startup notification."""
+    """The login entry: the launcher's, starting the tray process (`tray --learn`: the icon, and learning in the
+    background when nothing runs the school), claiming no file types, with no startup notification."""
     lines = []
     for line in launcher.splitlines():
         if line.startswith("MimeType="):
             continue
         if line.startswith("Exec="):
-            line = line.removesuffix(" %F") + " --minimized"
+            line = line.removesuffix(" gui %F") + " tray --learn"
         elif line.startswith("StartupNotify="):
             line = "StartupNotify=false"  # no window maps: a launch cursor would spin until it times out
         lines.append(line)
