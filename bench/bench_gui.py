@@ -1,4 +1,6 @@
-"""GUI figures: cold start to first window (vs a bare PySide6 window) and GUI RSS while a job streams."""
+"""GUI figures: cold start to the first painted window — the real app as the launcher starts it (`nightschool gui`),
+vs a bare PySide6 window, each in a new process — and the GUI's RSS while a job streams.
+Usage: .venv/bin/python -m bench.bench_gui [--repeats N] [--viewer] [--skip-stream] [--steps N]"""
 from __future__ import annotations
 
 import argparse
@@ -15,26 +17,51 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def child_window(kind: str) -> None:
-    """Open a window (Nightschool's or a bare one) and print when it has been shown and painted."""
-    from PySide6.QtCore import QTimer
+    """Start Nightschool's window the way `nightschool gui` does (or a bare one) and print when its first paint
+    event arrives ("painted"), then — the app — when its tabs are loaded ("loaded"); then quit."""
+    from PySide6.QtCore import QEvent, QObject, QTimer
     from PySide6.QtWidgets import QApplication, QLabel, QMainWindow
 
-    app = QApplication(sys.argv)
+    app = QApplication(sys.argv)  # made here only to watch its events: run_gui uses this instance
+
+    class FirstPaint(QObject):
+        """The first paint event of a top-level window (Nightschool's by its title), then the tabs' loading."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.painted = False
+            self.poll = QTimer()
+            self.poll.timeout.connect(self.loaded)
+
+        def eventFilter(self, watched, event) -> bool:
+            if (not self.painted and event.type() == QEvent.Type.Paint and watched.isWidgetType()
+                    and watched.isWindow() and (kind == "bare" or watched.windowTitle() == "Nightschool")):
+                self.painted = True
+                print("painted", flush=True)
+                if kind == "bare":
+                    QTimer.singleShot(0, app.quit)
+                else:
+                    self.poll.start(10)
+            return False
+
+        def loaded(self) -> None:
+            window = next((w for w in app.topLevelWidgets() if w.windowTitle() == "Nightschool"), None)
+            if getattr(window, "training", None) is not None:  # the Training tab is built: the window is whole
+                self.poll.stop()
+                print("loaded", flush=True)
+                app.quit()
+
+    watcher = FirstPaint()
+    app.installEventFilter(watcher)
     if kind == "bare":
         window = QMainWindow()
         window.setCentralWidget(QLabel("hello"))
-    else:
-        import asyncio
+        window.show()
+        app.exec()
+        return
+    from app.cli.main import main
 
-        import qasync
-
-        from app.ui.main import build_window
-
-        asyncio.set_event_loop(qasync.QEventLoop(app))
-        window = build_window()
-    window.show()
-    QTimer.singleShot(0, lambda: (print("shown", flush=True), app.quit()))
-    app.exec()
+    main(["gui"])
 
 
 def child_stream(model: str, data: str, steps: int) -> None:
@@ -81,16 +108,74 @@ def child_stream(model: str, data: str, steps: int) -> None:
         dispose(app, window)
 
 
-def time_child(kind: str, env: dict) -> float:
+def time_child(kind: str, env: dict) -> dict[str, float]:
+    """Seconds from spawning the process to each mark it prints (painted, loaded)."""
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "bench.bench_gui", "--child", kind], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    marks = {}
     for line in proc.stdout:
-        if line.startswith("shown"):
-            elapsed = time.perf_counter() - started
-            proc.wait()
-            return elapsed
-    raise RuntimeError(f"{kind} window never showed")
+        if line.strip() in ("painted", "loaded"):
+            marks[line.strip()] = time.perf_counter() - started
+    err = proc.stderr.read()
+    proc.wait()
+    if "painted" not in marks:
+        raise RuntimeError(f"{kind} window never painted: {err[-2000:]}")
+    return marks
+
+
+def fresh_home() -> Path:
+    """A data dir that has been opened once (store made and migrated) with the first-run wizard skipped."""
+    home = Path(tempfile.mkdtemp(prefix="ns-bench-gui-"))
+    skip = "from app.core.base import first_run; from app.core.base.store import Store; first_run.mark(Store(), skipped=True)"
+    subprocess.run([sys.executable, "-c", skip], cwd=REPO, env={**os.environ, "NIGHTSCHOOL_HOME": str(home)}, check=True)
+    return home
+
+
+def start_daemon(env: dict) -> subprocess.Popen:
+    """`nightschool daemon run` on the data dir, until its runtime holds the lock (the window then attaches)."""
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli.main", "daemon", "run"], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    probe = "from app.core.runtime import lock; raise SystemExit(0 if lock.holder() else 1)"
+    deadline = time.monotonic() + 120
+    while subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env).returncode != 0:
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError("the daemon did not take the runtime lock")
+        time.sleep(0.5)
+    return proc
+
+
+def cold_start(repeats: int, viewer: bool) -> None:
+    home = fresh_home()
+    env = {**os.environ, "QT_QPA_PLATFORM": os.environ.get("QT_QPA_PLATFORM", "offscreen"),
+           "NIGHTSCHOOL_HOME": str(home)}
+    env.pop("NIGHTSCHOOL_NO_FIRST_RUN", None)  # the wizard stays away by the data dir's first-run state
+    daemon = start_daemon(env) if viewer else None
+    try:
+        load = os.getloadavg()[0]
+        app, bare = [], []
+        for _ in range(repeats):  # interleaved: drift in the machine's load hits both
+            app.append(time_child("app", env))
+            bare.append(time_child("bare", env)["painted"])
+        load_after = os.getloadavg()[0]
+    finally:
+        if daemon is not None:
+            daemon.terminate()
+            daemon.wait(timeout=60)
+    painted = [m["painted"] for m in app]
+    loaded = [m.get("loaded", float("nan")) for m in app]
+    how = "attaching to a running daemon (viewer)" if viewer else "running the school itself"
+    print(f"cold start to the first painted window, {repeats} runs each, {how}; load (1 min) {load:.2f} → "
+          f"{load_after:.2f}, {os.cpu_count()} CPUs, QT_QPA_PLATFORM={env['QT_QPA_PLATFORM']}:")
+    print(f"  nightschool gui, painted  min {min(painted):.2f} s  median {statistics.median(painted):.2f} s   "
+          f"(runs: {', '.join(f'{s:.2f}' for s in painted)})")
+    print(f"  nightschool gui, loaded   min {min(loaded):.2f} s  median {statistics.median(loaded):.2f} s   "
+          f"(every tab built; the school running, or followed as a viewer)")
+    print(f"  bare PySide6 window       min {min(bare):.2f} s  median {statistics.median(bare):.2f} s   "
+          f"(runs: {', '.join(f'{s:.2f}' for s in bare)})")
+    print(f"  ratio painted / bare      min {min(painted) / min(bare):.2f}x  median "
+          f"{statistics.median(painted) / statistics.median(bare):.2f}x")
 
 
 def main() -> None:
@@ -100,22 +185,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--model", default="")
     parser.add_argument("--data", default="")
+    parser.add_argument("--viewer", action="store_true", help="the window attaches to a running daemon")
+    parser.add_argument("--skip-stream", action="store_true", help="only the cold start")
     args = parser.parse_args()
     if args.child == "stream":
         return child_stream(args.model, args.data, args.steps)
     if args.child:
         return child_window(args.child)
 
+    cold_start(args.repeats, args.viewer)
+    if args.skip_stream:
+        return
     home = Path(tempfile.mkdtemp(prefix="ns-bench-gui-"))
     env = {**os.environ, "QT_QPA_PLATFORM": os.environ.get("QT_QPA_PLATFORM", "offscreen"),
            "NIGHTSCHOOL_HOME": str(home)}
-    app_s = [time_child("app", env) for _ in range(args.repeats)]
-    bare_s = [time_child("bare", env) for _ in range(args.repeats)]
-    print(f"cold start to first window, median of {args.repeats}:")
-    print(f"  nightschool  {statistics.median(app_s):.2f} s   (runs: {', '.join(f'{s:.2f}' for s in app_s)})")
-    print(f"  bare PySide6 {statistics.median(bare_s):.2f} s")
-    print(f"  ratio        {statistics.median(app_s) / statistics.median(bare_s):.2f}x a bare window")
-
     from tests.tiny_model import build, chat_records
 
     model = build(home / "tiny")

@@ -10,7 +10,6 @@ from app.cli.common import SettingsCommand, grouped, open_store, print_json, ref
 from app.cli.school import when
 from app.cli.teacher import cmd_teacher
 from app.core.base.errors import Explained
-from app.core.base.settings import accepted
 
 STATES = ("recorded", "flagged", "corrected")
 KINDS = ("invalid_tool_call", "rambled", "empty", "client", "contradicted")
@@ -227,6 +226,7 @@ def cmd_switch(args) -> int:
 
 
 def cmd_settings(args) -> int:
+    from app.core.base.settings import accepted  # the store and Alembic: not at `nightschool` start
     from app.core.experience import config
 
     def go() -> int:

@@ -106,6 +106,9 @@ def cmd_gui(args: argparse.Namespace) -> int:
     if (problem := _window_problem()) is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    from app.ui.startup import paint_first
+
+    paint_first()  # the window paints before the rest loads (the store, the panels, the runtime)
     from app.ui.main import run_gui
 
     return run_gui(files=files)

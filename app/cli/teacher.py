@@ -8,7 +8,6 @@ import sys
 from app.cli.common import SettingsCommand, grouped, open_store, print_json, refusals, show_or_set
 from app.cli.school import when
 from app.core.base.errors import Explained
-from app.core.base.settings import accepted
 
 NOT_SET_UP = ("  the teacher is not set up: nightschool experience teacher url URL; … teacher model NAME; "
               "… teacher key --stdin")
@@ -50,6 +49,8 @@ def teacher_settings(args) -> int:
     if args.stdin or args.clear:
         raise TeacherCliError("--stdin and --clear go with `teacher key`",
                               fix="nightschool experience teacher key --stdin < keyfile")
+    from app.core.base.settings import accepted  # the store and Alembic: not at `nightschool` start
+
     store = open_store()
     return show_or_set(args, SettingsCommand(
         load=lambda: config.teacher(store).model_dump(),

@@ -1,33 +1,30 @@
 """Main window: hosts the panels (the School tab first), routes dropped files and folders, and leaves jobs running when
-it closes; when it runs the school itself, closing asks whether to keep learning in the background (a daemon)."""
+it closes; when it runs the school itself, closing asks whether to keep learning in the background (a daemon).
+Built bare (no controller: the named tabs, "Starting…"), it is the window `nightschool gui` paints first
+(app/ui/startup.py); `attach` then builds the panels into it — which is why the panels are imported there."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QIcon
-from PySide6.QtWidgets import QApplication, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
 
-from app.ui.capture import CaptureController, is_chat_file, redirect_note
-from app.ui.capture_panel import CapturePanel
-from app.ui.datasets import DatasetsController
-from app.ui.datasets_panel import DatasetsPanel
-from app.ui.experience import ExperienceController
-from app.ui.experience_panel import ExperiencePanel
-from app.ui.judge import JudgeController
-from app.ui.judge_panel import JudgePanel
-from app.ui.queue import QueueController
-from app.ui.queue_panel import QueuePanel
-from app.ui.runtime_link import RuntimeLink, hand_over
-from app.ui.school import SchoolController
-from app.ui.school_panel import SchoolPanel
-from app.ui.ship import ShipController
-from app.ui.ship_panel import ShipPanel
-from app.ui.training import TrainingController
-from app.ui.training_panel import TrainingPanel
 from widgets.banner import Banner
 
+if TYPE_CHECKING:
+    from app.ui.capture import CaptureController
+    from app.ui.datasets import DatasetsController
+    from app.ui.judge import JudgeController
+    from app.ui.queue import QueueController
+    from app.ui.runtime_link import RuntimeLink
+    from app.ui.school import SchoolController
+    from app.ui.ship import ShipController
+    from app.ui.training import TrainingController
+
 RESOURCES = Path(__file__).resolve().parents[2] / "resources"
+TABS = ("School", "Training", "Queue", "Capture", "Datasets", "Judge", "Ship", "Experience")  # the bare window's
 
 
 class MainWindow(QMainWindow):
@@ -35,13 +32,14 @@ class MainWindow(QMainWindow):
     asks "Keep learning in the background?" (run_gui sets it; tests leave it off and get "no"; a programmatic quit
     never asks: it stops). daemon_command: what starts the daemon (None: `python -m app.cli.main daemon`)."""
 
-    def __init__(self, controller: TrainingController, capture: CaptureController | None = None,
+    def __init__(self, controller: TrainingController | None = None, capture: CaptureController | None = None,
                  datasets: DatasetsController | None = None, queue: QueueController | None = None,
                  judge: JudgeController | None = None, ship: ShipController | None = None,
                  school: SchoolController | None = None, link: RuntimeLink | None = None) -> None:
         super().__init__()
-        self.link = link
-        self.runtime = link.runtime if link is not None and link.mode == "own" else None
+        self.link, self.runtime, self.controller = None, None, None  # until attach
+        self.capture_controller = self.queue_controller = self.school_controller = self.datasets_controller = None
+        self.training = self.school = self.queue = self.capture = self.datasets = None
         self.ask_on_close = False
         self.daemon_command: list[str] | None = None
         self.handover: tuple[bool, str] | None = None  # (ok, words) of the hand-over to the daemon at close
@@ -54,9 +52,49 @@ class MainWindow(QMainWindow):
         if icon.is_file():
             self.setWindowIcon(QIcon(str(icon)))
         self.resize(1180, 740)
+        self.tabs = QTabWidget()
+        for name in TABS:  # until attach: the tabs by name, each saying it is starting
+            starting = QLabel("Starting…")
+            starting.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            self.tabs.addTab(starting, name)
+        self.banner = Banner()  # notifications when the desktop has no system tray
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.banner)
+        layout.addWidget(self.tabs, 1)
+        self.setCentralWidget(central)
+        self.statusBar().showMessage("Starting…")
+        if controller is not None:
+            self.attach(controller, capture, datasets, queue, judge, ship, school, link)
+
+    def attach(self, controller: TrainingController, capture: CaptureController | None = None,
+               datasets: DatasetsController | None = None, queue: QueueController | None = None,
+               judge: JudgeController | None = None, ship: ShipController | None = None,
+               school: SchoolController | None = None, link: RuntimeLink | None = None) -> MainWindow:
+        """Build the panels over the controllers into this window (the tab the person chose while it started stays
+        chosen)."""
+        from app.ui.capture_panel import CapturePanel
+        from app.ui.datasets_panel import DatasetsPanel
+        from app.ui.experience import ExperienceController
+        from app.ui.experience_panel import ExperiencePanel
+        from app.ui.judge import JudgeController
+        from app.ui.judge_panel import JudgePanel
+        from app.ui.queue_panel import QueuePanel
+        from app.ui.school_panel import SchoolPanel
+        from app.ui.ship import ShipController
+        from app.ui.ship_panel import ShipPanel
+        from app.ui.training_panel import TrainingPanel
+
+        chosen = self.tabs.tabText(self.tabs.currentIndex())
+        while self.tabs.count():
+            starting = self.tabs.widget(0)
+            self.tabs.removeTab(0)
+            starting.deleteLater()
+        self.link = link
+        self.runtime = link.runtime if link is not None and link.mode == "own" else None
         self.controller, self.capture_controller = controller, capture
         self.training = TrainingPanel(controller)
-        self.tabs = QTabWidget()
         self.school_controller = school
         self.school = SchoolPanel(school) if school is not None else None
         if school is not None:
@@ -93,17 +131,12 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.experience, "Experience")
         self.experience_controller.message.connect(self.show_status)
         self.experience_controller.start()
-        self.banner = Banner()  # notifications when the desktop has no system tray
-        central = QWidget()
-        layout = QVBoxLayout(central)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.banner)
-        layout.addWidget(self.tabs, 1)
-        self.setCentralWidget(central)
+        self.tabs.setCurrentIndex(next((i for i in range(self.tabs.count()) if self.tabs.tabText(i) == chosen), 0))
         self.setAcceptDrops(True)
         controller.message.connect(self.show_status)
         self.statusBar().showMessage("Drop a chat .jsonl file to queue a training job on the selected model; "
                                      "drop transcripts, folders or datasets to capture them.")
+        return self
 
     def show_status(self, _level: str, text: str) -> None:
         self.statusBar().showMessage(text, 15000)
@@ -117,6 +150,11 @@ class MainWindow(QMainWindow):
     def dropEvent(self, event: QDropEvent) -> None:
         """On the Queue tab files are queued; on the Training tab one chat file is queued; everything else is
         imported by Capture."""
+        from app.ui.capture import is_chat_file, redirect_note
+
+        if self.controller is None:  # still starting: nothing to route it to yet
+            event.ignore()
+            return
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         event.acceptProposedAction()
         if self.school is not None and self.tabs.currentWidget() is self.school:
@@ -174,6 +212,8 @@ class MainWindow(QMainWindow):
         if self._shut:
             return
         self._shut = True
+        if self.controller is None:  # closed while it started: nothing was built to stop
+            return
         self._stop_views()
         if self.school_controller is not None:
             self.school_controller.stop()
@@ -186,6 +226,8 @@ class MainWindow(QMainWindow):
         self.runtime.stop()  # the lock is free: the daemon can take it
         if not keep_learning:
             return
+        from app.ui.runtime_link import hand_over
+
         self.statusBar().showMessage("Handing the school over to the background process…")
         QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)
         try:
