@@ -155,8 +155,9 @@ def cycle_headline(status: dict | None, history: list[dict]) -> str:
         if not history:
             return empty_text(status)
         last = history[0]
-        return f"No cycle running — cycle {last['id']} {last['state']}" + (
-            f": {last['reason']}" if last.get("reason") and last["state"] != "done" else "")
+        said = last.get("reason") and last["state"] != "done"
+        why = ("; its report card says why" if last.get("report") else f": {last['reason']}") if said else ""
+        return f"No cycle running — cycle {last['id']} {last['state']}{why}"  # the reason once: the card has it
     if cycle.get("state") == "approval":
         return f"Cycle {cycle['id']} waits for your approval to deploy"
     return f"Cycle {cycle['id']} — {cycle['stage']}" + (f"  ·  trigger: {cycle['trigger']}"

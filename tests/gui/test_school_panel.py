@@ -139,7 +139,7 @@ def test_history_chart_and_report_card_from_the_store(qtbot, panel, store):
     assert panel.card.table.text("loss", "vs base") == "-0.300"
     # nothing deployed (in this store): the student box shows the last candidate's scores against the base
     assert "Last candidate (not deployed): agreement 0.250 (−0.050 vs base)" in panel.student.text()
-    assert panel.headline.text() == f"No cycle running — cycle {second} refused: the gate refused it"
+    assert panel.headline.text() == f"No cycle running — cycle {second} refused; its report card says why"
     assert panel.stages.look("judging") == "refused"
 
     # selecting a history row shows that cycle's card, with its examples
