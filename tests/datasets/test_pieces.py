@@ -28,8 +28,8 @@ def session(steps: int) -> list[dict]:
 
 def test_windows_keep_the_request_fit_and_never_cut_a_call_from_its_results():
     msgs = session(12)
-    found, too_long = windows.windows(msgs, 80, words)
-    assert len(found) > 2 and too_long == 0
+    found, fitting = windows.windows(msgs, 80, words)
+    assert len(found) > 2 and fitting.too_long == 0 and not fitting.cuts
     for w in found:
         assert w[:2] == msgs[:2]  # system + the opening request on top of every window
         assert words(w) <= 80 and w[-1]["role"] == "assistant"
@@ -41,12 +41,35 @@ def test_windows_keep_the_request_fit_and_never_cut_a_call_from_its_results():
     assert covered == {m["content"] for m in msgs if m["role"] == "assistant"}  # every step is taught somewhere
 
 
-def test_a_block_too_long_for_any_window_is_counted_and_left_out():
+def test_a_block_whose_assistant_turn_is_too_long_for_any_window_is_counted_and_left_out():
     msgs = session(3)
-    msgs[4]["content"] = "huge " * 500
-    found, too_long = windows.windows(msgs, 60, words)
-    assert too_long == 1
+    msgs[5]["content"] = "huge " * 500  # the teacher's own turn: never cut
+    found, fitting = windows.windows(msgs, 60, words)
+    assert fitting.dropped == {"assistant turns longer than the window": 1}
     assert all("huge" not in (m.get("content") or "") for w in found for m in w)
+
+
+def test_a_long_tool_result_is_cut_head_and_tail_so_the_decision_after_it_is_kept():
+    msgs = session(3)
+    msgs[4]["content"] = "first " + "huge " * 500 + "last"
+    found, fitting = windows.windows(msgs, 60, words)
+    assert fitting.too_long == 0 and [role for role, _ in fitting.cuts] == ["tool"]
+    cut = [m for w in found for m in w if m["role"] == "tool" and "[cut " in m["content"]]
+    assert cut and all(m["content"].startswith("first ") and m["content"].endswith("last") for m in cut)
+    assert all(words(w) <= 60 for w in found)
+    assert any(m["role"] == "tool" and "[cut " in m["content"] and w[-1] is msgs[5]
+               for w in found for m in w)  # the shortened result is followed by the decision it led to
+    taught = [m for w in found for m in w if m["role"] == "assistant"]
+    assert all(any(m is t for t in taught) for m in msgs if m["role"] == "assistant")  # every step, unchanged
+
+
+def test_an_over_long_opening_request_is_shortened_in_the_header_of_every_window():
+    msgs = session(6)
+    msgs[1]["content"] = "please " + "context " * 400 + "thanks"
+    found, fitting = windows.windows(msgs, 120, words)
+    assert fitting.too_long == 0 and [role for role, _ in fitting.cuts] == ["user"]
+    assert found and all(w[1]["content"].startswith("please ") and "[cut " in w[1]["content"] and
+                         words(w[:2]) - words(w[:1]) <= 120 // windows.HEADER_SHARE for w in found)
 
 
 def row(i: int, **over):

@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from statistics import median
 from typing import Any, Callable
 
 from sqlalchemy import select
@@ -94,8 +95,11 @@ def _split_sessions(convs: list[Conversation], config: BuildConfig, heldout: fro
 
 def _examples(conv: Conversation, split: str, config: BuildConfig, renderer: Renderer, b: Build,
               scrubber: Scrubber, heldout_by: str = "") -> None:
-    found, too_long = windows.windows(conv.messages, config.max_length, renderer.count)
-    b.filters["over max length (turn blocks)"] += too_long
+    found, fitting = windows.windows(conv.messages, config.max_length, renderer.count)
+    b.filters["over max length (turn blocks)"] += fitting.too_long
+    for reason, n in fitting.dropped.items():
+        b.counts[f"turn blocks dropped: {reason}"] += n
+    b.cuts += fitting.cuts
     for w, msgs in enumerate(found):
         problems = checks.standard({"messages": msgs}, scrubber)
         rendered = None if problems else renderer.render(msgs)
@@ -209,6 +213,7 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path, prog
     C.take(store, config, b, renderer, mode, scrubber)
     _nonempty(b, mode)
     _count_trimmed(b)
+    _count_cuts(b)
     held = Held(sorted(set(by) - heldout), len(by), _heldout(store, config, b, renderer, by))
     replayed_from = _replay(store, config, b, renderer, frozenset(by)) if mode == "incremental" else []
     _overlap(b)
@@ -241,6 +246,17 @@ def _count_trimmed(b: Build) -> None:
     if kept:
         b.counts["abandoned sessions trimmed"] = len(kept)
         b.counts["examples from trimmed sessions"] = sum(1 for e in b.examples if e.session_id in kept)
+
+
+def _count_cuts(b: Build) -> None:
+    """How many tool results and user messages were shortened to fit a window, and by how many characters."""
+    if not b.cuts:
+        return
+    for role, label in (("tool", "tool results shortened"), ("user", "user messages shortened")):
+        b.counts[label] = sum(1 for r, _ in b.cuts if r == role)
+    chars = [n for _, n in b.cuts]
+    b.counts["characters cut"] = sum(chars)
+    b.counts["characters cut (median per message)"] = int(median(chars))
 
 
 def _why_empty(b: Build) -> str:

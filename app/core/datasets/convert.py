@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.capture.rows import parts_of
+from app.core.datasets.shorten import clip
 from app.core.toolcalls.convention import TOOL_CONVENTION
 
 SYSTEM_PREAMBLE = ("You are a coding agent working in a software project. Work step by step: look before you change "
@@ -54,12 +55,6 @@ def _message_text(m: dict) -> str:
     return f"{m.get('content') or ''} {calls}".strip()
 
 
-def _clip(text: str, limit: int) -> str:
-    if limit <= 0 or len(text) <= limit:
-        return text
-    return text[:limit] + f"\n…[{len(text) - limit} more characters]"
-
-
 def _assistant(parts: list, thinking: bool) -> dict | None:
     texts = [p.text for p in parts if p.kind == "text" and p.text.strip()]
     thoughts = [p.text for p in parts if p.kind == "thinking" and p.text.strip()] if thinking else []
@@ -90,7 +85,7 @@ def _tool_results(parts: list, names: dict[str, str], limit: int) -> list[dict]:
     for p in parts:
         if p.kind != "tool_result":
             continue
-        text = _clip(p.text or "", limit) or "(no output)"
+        text = (clip(p.text or "", limit) if limit > 0 else p.text or "") or "(no output)"
         if p.is_error:
             text = "[error] " + text
         call_id = p.call_id or "unknown"

@@ -53,6 +53,7 @@ class Build:
     trimmed: set[str] = field(default_factory=set)  # interrupted sessions cut to their completed turns
     corrections: list[M.CorrectionUse] = field(default_factory=list)  # accepted corrections this build trains on
     pairs: list[dict] = field(default_factory=list)  # their preference pairs (pairs.jsonl)
+    cuts: list[tuple[str, int]] = field(default_factory=list)  # (role, characters cut) per message shortened to fit
 
     def exclude(self, session_id: str, window: int, problems: list[checks.Problem]) -> None:
         self.counts["excluded"] += 1
