@@ -109,6 +109,8 @@ def print_status(st: dict) -> None:
             print(f"  {cycle['reason']}")
     nxt = st["next"]
     print(f"Next cycle: {progress_line(nxt)}")
+    if nxt.get("meaning"):
+        print(f"  new = {nxt['meaning']}")
     if cycle:
         print("  (after the running cycle ends)")
     elif nxt.get("waiting"):

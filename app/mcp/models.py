@@ -42,7 +42,9 @@ class Student(Open):
 
 
 class Next(Open):
-    new_sessions: int = Field(description="new usable sessions since the last cycle")
+    new_sessions: int = Field(description="sessions new for the school: captured root sessions no cycle of this base "
+                                          "model trained on yet (held-out and bad ones aside)")
+    meaning: str = Field("", description="what new_sessions counts, in words")
     needed: int = Field(description="sessions a scheduled cycle waits for")
     window: str = Field(description="the local time window cycles may start in ('any': always)")
     next_window: str | None = None

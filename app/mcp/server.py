@@ -120,7 +120,8 @@ def build_server(store: Store | None = None, *, token_auth: bool = False, url: s
     @_tool(server, WRITE)
     def run_cycle_now() -> Started:
         """Start a learning cycle now, skipping the session count, window and cooldown (or name the one already
-        running); returns the cycle id at once: follow its progress with `status`."""
+        running); returns the cycle id at once: follow its progress with `status`. Refused, with the reason, when
+        there is nothing new to learn."""
         with _explained():
             return Started.model_validate(school.now(by="mcp"))
 

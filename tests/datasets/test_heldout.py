@@ -43,9 +43,11 @@ class History:
 
 
 def run_builds(renderer, model: str, batches: list[int], shares: list[float], modes: list[str],
-               then: Callable[[History], None] = lambda h: None) -> None:
+               then: Callable[[History], None] = lambda h: None,
+               learned: list[set[int] | None] | None = None) -> None:
     """Build once per batch of new sessions (each build with its own test share and mode) in a fresh data dir, check
-    the properties, then `then` (before the data dir goes)."""
+    the properties, then `then` (before the data dir goes). learned: per build, which earlier builds count as trained
+    on (BuildConfig.learned_from, as a cycle passes it; None: every earlier one, as a person's build)."""
     from app.core.base.store import Store
 
     h, index = History(), 0
@@ -58,8 +60,11 @@ def run_builds(renderer, model: str, batches: list[int], shares: list[float], mo
                     write_session(agent, index)
                     index += 1
                 ingest(store, agent)
+                trained = (learned or [None] * len(batches))[k]
                 config = BuildConfig(name=f"b{k}", base_model=model, mode=mode, max_length=1024, val_share=VAL,
-                                     test_share=share, replay=0.3, filters=Filters(near_duplicate=0.0))
+                                     test_share=share, replay=0.3, filters=Filters(near_duplicate=0.0),
+                                     learned_from=None if trained is None else [h.names[j] for j in sorted(trained)
+                                                                                if j < k])
                 out = Path(home) / "work" / f"b{k}"
                 builder.build(store, config, renderer, out)
                 ds = Registry(store).register(out, sha256_file(out / M.MANIFEST)).dataset
@@ -106,10 +111,12 @@ def check(h: History, shares: list[float]) -> None:
 @settings(max_examples=10, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=st.lists(st.integers(1, 5), min_size=5, max_size=5),
        shares=st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.45]), min_size=5, max_size=5),
-       modes=st.lists(st.sampled_from(["auto", "full"]), min_size=5, max_size=5))
+       modes=st.lists(st.sampled_from(["auto", "full"]), min_size=5, max_size=5),
+       learned=st.lists(st.none() | st.sets(st.integers(0, 3)), min_size=5, max_size=5))
 def test_the_heldout_set_grows_by_a_share_of_new_sessions_and_is_never_trained_on(renderer, tiny_model, batches,
-                                                                                  shares, modes):
-    run_builds(renderer, str(tiny_model), batches, shares, modes)
+                                                                                  shares, modes, learned):
+    """Whichever earlier builds count as trained on (a cycle's build takes again what a person's dataset used)."""
+    run_builds(renderer, str(tiny_model), batches, shares, modes, learned=learned)
 
 
 def test_a_second_build_holds_out_a_share_of_its_new_sessions_and_evaluation_follows(renderer, tiny_model):
@@ -122,3 +129,35 @@ def test_a_second_build_holds_out_a_share_of_its_new_sessions_and_evaluation_fol
     # session ids hash the file's path (a fresh folder each run): 20 and 30 sessions make "none held out" a
     # 1-in-100 000 chance
     run_builds(renderer, str(tiny_model), [20, 30], [0.45, 0.3], ["auto", "auto"], then)
+
+
+def test_a_cycle_build_takes_again_what_only_an_untrained_dataset_used(renderer, tiny_model):
+    """learned_from (what the school's cycles trained on): the sessions a person's dataset put in train/val, never
+    trained on, are built again (same split); its held-out sessions stay held out (read back, not rendered); what a
+    trained dataset used is left out, and with nothing else new the build says so."""
+    def then(h: History) -> None:
+        by_hand, cycle = h.manifests[0], h.manifests[1]
+        reused = {u.id for u in by_hand.sessions if u.split != "test"}
+        assert reused and reused <= {u.id for u in cycle.sessions}
+        assert {u.id: u.split for u in cycle.sessions if u.id in reused} == \
+            {u.id: u.split for u in by_hand.sessions if u.id in reused}
+        held = {u.id for u in by_hand.sessions if u.split == "test"}
+        assert not held & {u.id for u in cycle.sessions}  # read back from the person's dataset instead
+        assert cycle.filters["already trained on or held out"] == len(held)
+        assert "already in an earlier dataset" not in cycle.filters
+        assert cycle.replayed_from == []  # nothing was trained on: nothing to replay
+        out = Path(os.environ["NIGHTSCHOOL_HOME"]) / "work" / "again"
+        config = BuildConfig(name="again", base_model=str(tiny_model), max_length=1024, val_share=VAL,
+                             filters=Filters(near_duplicate=0.0), learned_from=["b1"])
+        store = Store()
+        try:
+            with pytest.raises(builder.BuildError) as nothing:
+                builder.build(store, config, renderer, out)
+        finally:
+            store.close()
+        assert "Every session is already trained on or held out: capture more work." in str(nothing.value)
+        assert "mode full" not in str(nothing.value)
+
+    from app.core.base.store import Store
+
+    run_builds(renderer, str(tiny_model), [12, 3], [0.45, 0.3], ["auto", "auto"], then, learned=[None, set()])

@@ -20,6 +20,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.datasets.helpers import ingest, write_session
+
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = {"status", "history", "checkpoints", "evaluate", "run_cycle_now", "approve_deployment", "refuse_deployment",
          "ask_student", "mark_session", "experience_feedback", "experience_summary"}
@@ -50,7 +52,7 @@ def _text(result) -> str:
     return " ".join(getattr(block, "text", "") for block in result.content)
 
 
-def test_stdio_lists_the_tools_starts_a_cycle_and_status_shows_it(ns_home):
+def test_stdio_lists_the_tools_starts_a_cycle_and_status_shows_it(ns_home, store, tmp_path):
     params = StdioServerParameters(command=sys.executable, args=["-m", "app.cli.main", "mcp"], cwd=str(REPO),
                                    env={"NIGHTSCHOOL_HOME": str(ns_home)})
 
@@ -69,6 +71,12 @@ def test_stdio_lists_the_tools_starts_a_cycle_and_status_shows_it(ns_home):
                 assert status["student"]["deployed_label"] == "base"
                 assert status["cycle"] is None and status["runtime"] is None
 
+                refused = await client.call_tool("run_cycle_now", {})  # nothing captured: nothing to learn
+                assert refused.is_error and "nothing new to learn" in _text(refused), _text(refused)
+                assert (await client.call_tool("status", {})).structured_content["cycle"] is None
+
+                write_session(tmp_path / "agent", 0)
+                ingest(store, tmp_path / "agent")
                 started = await client.call_tool("run_cycle_now", {})
                 assert not started.is_error, _text(started)
                 cycle_id = started.structured_content["cycle"]
@@ -188,9 +196,12 @@ def test_http_listens_on_loopback_only(ns_home):
         raise AssertionError("run_http served on 0.0.0.0")
 
 
-def test_a_refusal_comes_back_as_a_tool_error_with_its_reason(store):
+def test_a_refusal_comes_back_as_a_tool_error_with_its_reason(store, tmp_path):
     from app.core.runtime import cycles
     from app.mcp.server import build_server
+
+    write_session(tmp_path / "agent", 0)
+    ingest(store, tmp_path / "agent")
 
     async def go() -> None:
         async with Client(build_server(store)) as client:

@@ -144,6 +144,8 @@ def test_a_daemon_killed_during_training_resumes_the_stage_and_a_job_waits_for_m
     set_thresholds(school.store, SMALL_EVIDENCE)  # the gate is not what this test is about
     daemon = start_daemon(ns_home)
     try:
+        wait_for(lambda: school.status()["next"]["new_sessions"] == 20, 120, "the daemon to capture the sessions",
+                 alive=lambda: daemon.poll() is None)  # "run now" with nothing new to learn is refused
         cycle_id = school.now("test")["cycle"]
         waiting = wait_for(lambda: "memory" in ((cycles.get(school.store, cycle_id) or cycles.Cycle).reason or ""),
                            600, "the cycle to wait for memory", alive=lambda: daemon.poll() is None)

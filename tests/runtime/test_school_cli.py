@@ -1,5 +1,6 @@
 """`nightschool school …` and every listing's `--json`: a malformed policy value exits 2 with what is accepted, `now`
-names a cycle that `history` lists, and each --json prints one JSON document (nothing else) on an empty data dir."""
+is refused when there is nothing new to learn and otherwise names a cycle that `history` lists, `status` says what
+its session count means, and each --json prints one JSON document (nothing else) on an empty data dir."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
+from tests.datasets.helpers import ingest, write_session
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,7 +34,15 @@ def test_a_malformed_policy_value_exits_2_with_the_accepted_values(ns_home):
     assert json.loads(cli(ns_home, "school", "policy", "--json").stdout)["deploy"] == "auto"
 
 
-def test_now_names_a_cycle_that_history_lists(ns_home, capsys):
+def test_now_is_refused_with_nothing_to_learn_then_names_a_cycle_that_history_lists(ns_home, store, tmp_path,
+                                                                                      capsys):
+    assert main(["school", "now"]) == 2  # an empty data dir: nothing new to learn, no cycle recorded
+    said = capsys.readouterr()
+    assert said.out == "" and "nothing new to learn" in said.err and "No captured session is new" in said.err
+    assert main(["school", "history", "--json"]) == 0 and json.loads(capsys.readouterr().out) == []
+
+    write_session(tmp_path / "agent", 0)
+    ingest(store, tmp_path / "agent")
     assert main(["school", "now", "--json"]) == 0
     started = json.loads(capsys.readouterr().out)
     assert isinstance(started["cycle"], int) and started["created"] and not started["runtime"]
@@ -49,6 +59,7 @@ def test_now_names_a_cycle_that_history_lists(ns_home, capsys):
     assert main(["school", "status"]) == 0
     text = capsys.readouterr().out
     assert f"cycle {started['cycle']} is running at stage building" in text and "nightschool daemon" in text
+    assert "new = captured sessions no cycle of the built-in SmolLM2 has trained on yet" in text
 
 
 LISTINGS = [["jobs"], ["queue", "list"], ["checkpoints"], ["capture", "status"], ["dataset", "list"], ["exports"],

@@ -144,8 +144,10 @@ def _heldout(store: Store, config: BuildConfig, b: Build, renderer: Renderer, by
 
 
 def _replay(store: Store, config: BuildConfig, b: Build, renderer: Renderer, heldout: frozenset[str]) -> list[str]:
-    """Add `config.replay` share of the train split from earlier datasets' train examples (stable choice by hash)."""
-    earlier = Registry(store).earlier(config.base_model)
+    """Add `config.replay` share of the train split from earlier datasets' train examples (stable choice by hash);
+    with `learned_from`, from those datasets only (what was trained on)."""
+    earlier = [ds for ds in Registry(store).earlier(config.base_model)
+               if config.learned_from is None or ds.name in config.learned_from]
     fresh = sum(1 for e in b.examples if e.split == "train")
     want = round(fresh * config.replay / (1 - config.replay)) if config.replay else 0
     if not earlier or not want:
@@ -195,9 +197,9 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path, prog
     heldout, prior = registry.heldout(config.base_model), registry.prior_splits(config.base_model)
     convs = load_conversations(store, config, b, progress)
     if mode == "incremental":
-        used = registry.used(config.base_model)
+        used = registry.used(config.base_model, config.learned_from)
         fresh = [c for c in convs if (c.session_id, c.content_sha256) not in used]
-        b.filters["already in an earlier dataset"] = len(convs) - len(fresh)
+        b.filters[_used_words(config)] = len(convs) - len(fresh)
         convs = fresh
     dropped = dedup.near_duplicates(((c.session_id, c.text()) for c in convs), config.filters.near_duplicate)
     b.filters["near-duplicate (MinHash)"] = len(dropped)
@@ -211,7 +213,7 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path, prog
         _examples(conv, b.splits[conv.session_id], config, renderer, b, scrubber, by.get(conv.session_id, ""))
         progress("render", i + 1, len(convs))
     C.take(store, config, b, renderer, mode, scrubber)
-    _nonempty(b, mode)
+    _nonempty(b, mode, config)
     _count_trimmed(b)
     _count_cuts(b)
     held = Held(sorted(set(by) - heldout), len(by), _heldout(store, config, b, renderer, by))
@@ -220,12 +222,19 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path, prog
     return _write(out, config.model_copy(update={"name": name}), mode, renderer, b, held, replayed_from, progress)
 
 
-def _nonempty(b: Build, mode: str) -> None:
+def _used_words(config: BuildConfig) -> str:
+    """The incremental cut's name in the build's filters."""
+    return "already in an earlier dataset" if config.learned_from is None else "already trained on or held out"
+
+
+def _nonempty(b: Build, mode: str, config: BuildConfig) -> None:
     """Nothing new rendered: refuse (the held-out set read back alone is not a dataset)."""
     if b.examples:
         return
-    fix = ("every session is already in an earlier dataset: capture more work, or rebuild everything with "
-           "mode full" if mode == "incremental" and b.filters["already in an earlier dataset"] else
+    cut = _used_words(config)
+    fix = (f"every session is {cut}: capture more work"
+           + (", or rebuild everything with mode full" if config.learned_from is None else "")
+           if mode == "incremental" and b.filters[cut] else
            "raise the max length: the turns do not fit in it" if b.filters["over max length (turn blocks)"] else
            "capture more sessions, or loosen the filters (fewer tool calls or steps required)")
     raise BuildError("no examples to build", why=_why_empty(b), fix=fix)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import shutil
 import stat
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from app.core.base import files, paths
 from app.core.base.errors import Explained
@@ -62,20 +63,29 @@ class Registry:
             return list(s.scalars(select(BuiltDataset).where(BuiltDataset.base_model == base_model,
                                                              BuiltDataset.kind == kind).order_by(BuiltDataset.id)))
 
-    def used(self, base_model: str) -> set[tuple[str, str]]:
-        """(session id, content sha256) pairs that earlier SFT datasets of this base model already hold."""
+    def used(self, base_model: str, learned_from: Collection[str] | None = None) -> set[tuple[str, str]]:
+        """(session id, content sha256) pairs an incremental build of this base model leaves out as already used:
+        every held-out one (a test split's: read back, never trained on) and those in the train/val split of the
+        datasets named in `learned_from` (None: of every earlier SFT dataset). The school names the datasets its
+        cycles trained on (runtime.triggers.learned), so a dataset built by hand and never trained uses nothing up."""
         with self.store.session() as s:
-            rows = s.execute(select(DatasetSession.session_id, DatasetSession.content_sha256)
-                             .join(BuiltDataset, BuiltDataset.id == DatasetSession.dataset_id)
-                             .where(BuiltDataset.base_model == base_model, BuiltDataset.kind == "sft"))
-            return {(a, b) for a, b in rows}
+            q = (select(DatasetSession.session_id, DatasetSession.content_sha256)
+                 .join(BuiltDataset, BuiltDataset.id == DatasetSession.dataset_id)
+                 .where(BuiltDataset.base_model == base_model, BuiltDataset.kind == "sft"))
+            if learned_from is not None:
+                q = q.where(or_(DatasetSession.split == "test", BuiltDataset.name.in_(list(learned_from))))
+            return {(a, b) for a, b in s.execute(q)}
 
-    def corrections_used(self, base_model: str) -> set[int]:
-        """Ids of the corrections earlier SFT datasets of this base model hold (their manifests list them apart)."""
+    def corrections_used(self, base_model: str, learned_from: Collection[str] | None = None) -> set[int]:
+        """Ids of the corrections earlier SFT datasets of this base model hold (their manifests list them apart);
+        with `learned_from`, only those datasets' (as `used`)."""
         with self.store.session() as s:
-            manifests = s.scalars(select(BuiltDataset.manifest_json).where(BuiltDataset.base_model == base_model,
-                                                                          BuiltDataset.kind == "sft"))
-            return {c["correction_id"] for text in manifests for c in json.loads(text or "{}").get("corrections", [])}
+            q = select(BuiltDataset.manifest_json).where(BuiltDataset.base_model == base_model,
+                                                         BuiltDataset.kind == "sft")
+            if learned_from is not None:
+                q = q.where(BuiltDataset.name.in_(list(learned_from)))
+            return {c["correction_id"] for text in s.scalars(q)
+                    for c in json.loads(text or "{}").get("corrections", [])}
 
     def heldout(self, base_model: str) -> frozenset[str]:
         """The sessions held out for this base model so far: no dataset of it trains on them, ever."""

@@ -29,7 +29,8 @@ class Filters(BaseModel):
 
 class BuildConfig(BaseModel):
     """One build request. `mode` full = every eligible session; incremental = sessions no earlier dataset of this
-    base model used, plus `replay` share of examples replayed from earlier ones. Either way `test_share` of the new
+    base model used (with `learned_from`: none of those datasets trained or validated on, and not held out), plus
+    `replay` share of examples replayed from earlier ones. Either way `test_share` of the new
     sessions joins the base model's held-out set for ever, and the test split is the whole held-out set so far.
     Accepted corrections (incremental: those no earlier dataset of this base model holds) join the train split, up
     to `corrections_share` of its new examples (at least `corrections_min`), before the replay share is counted."""
@@ -37,6 +38,9 @@ class BuildConfig(BaseModel):
     name: str | None = None
     base_model: str = "default"
     mode: Mode = "auto"  # auto: incremental when an earlier dataset exists
+    # the datasets whose train/val sessions (and corrections) an incremental build leaves out; None: every earlier one.
+    # A cycle names those its school trained on, so a dataset built by hand and never trained uses nothing up
+    learned_from: list[str] | None = None
     max_length: int = Field(2048, ge=64)
     val_share: float = Field(0.1, ge=0.0, lt=0.5)
     test_share: float = Field(0.1, ge=0.0, lt=0.5)

@@ -115,7 +115,8 @@ def take(store: Store, config: BuildConfig, b: Build, renderer: Renderer, mode: 
     this base model holds, as many as `corrections.allowed` lets in; the rest wait for the next build."""
     if not config.corrections:
         return
-    used = Registry(store).corrections_used(config.base_model) if mode == "incremental" else set()
+    used = Registry(store).corrections_used(config.base_model, config.learned_from) if mode == "incremental" \
+        else set()
     pending = [t for t in trainable(store) if t.correction_id not in used]
     fresh = sum(1 for e in b.examples if e.split == "train" and e.source == "new")
     room = allowed(config, fresh, len(pending))

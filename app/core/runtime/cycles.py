@@ -82,6 +82,25 @@ def last_ended(store: Store) -> Cycle | None:
         return Cycle.of(row) if row else None
 
 
+def learned_from(store: Store, base_model: str) -> list[str]:
+    """What is no longer new for the school: the datasets its cycles of this base model trained on (their training
+    stage ended), oldest first. The one definition: the session count (triggers.new_sessions) and the cycle's build
+    (BuildConfig.learned_from) both follow it, so a dataset a person built by hand, trained on or not, neither lowers
+    the count nor empties the next cycle's build."""
+    with store.session() as s:
+        rows = s.scalars(select(CycleRow).where(CycleRow.base_model == base_model).order_by(CycleRow.id))
+        found = [Cycle.of(r).outputs for r in rows]
+    return [out["building"]["dataset"] for out in found if "training" in out and "dataset" in out.get("building", {})]
+
+
+def last_trained(store: Store) -> Cycle | None:
+    """The newest ended cycle that got as far as training (the cool-down counts from its end: a cycle that failed
+    before training leaves none)."""
+    with store.session() as s:
+        rows = s.scalars(select(CycleRow).where(CycleRow.state.in_(ENDED)).order_by(CycleRow.id.desc()))
+        return next((c for c in map(Cycle.of, rows) if "training" in c.starts), None)
+
+
 def update(store: Store, cycle_id: int, **changes: Any) -> Cycle:
     """Write changes (JSON fields by their plain names) in one transaction."""
     with store.session() as s:

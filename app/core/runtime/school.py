@@ -11,7 +11,7 @@ from app.core.base.schema import AgentSession, SessionMark
 from app.core.base.store import Store
 from app.core.runtime import cycles, lock, policy as pol
 from app.core.runtime.orchestrator import start_now
-from app.core.runtime.triggers import readiness
+from app.core.runtime.triggers import meaning, nothing_to_learn, readiness
 
 GOOD_WEIGHT, BAD_WEIGHT = 2.0, 0.0
 
@@ -39,7 +39,8 @@ class School:
             "policy": policy.model_dump(),
             "student": self.student(policy.base_model),
             "next": {"new_sessions": ready.new_sessions, "needed": ready.needed, "window": policy.window,
-                     "next_window": ready.next_window, "waiting": ready.reasons},
+                     "next_window": ready.next_window, "waiting": ready.reasons,
+                     "meaning": meaning(policy.base_model)},
             "cycle": current.to_dict() if current else None,
             "last": last.to_dict() if last else None,
         }
@@ -79,9 +80,15 @@ class School:
 
     # --- commands --------------------------------------------------------------------------------
     def now(self, by: str = "cli") -> dict[str, Any]:
-        """Start a cycle now (or name the one running): its id at once; progress through status()."""
+        """Start a cycle now (or name the one running): its id at once; progress through status(). Refused, with no
+        cycle recorded, when there is nothing new to learn."""
         if pol.paused(self.store):
             raise SchoolError("learning is paused", fix="resume it first (nightschool school resume)")
+        base_model = pol.load(self.store).base_model
+        if cycles.current(self.store) is None and (why := nothing_to_learn(self.store, base_model)):
+            raise SchoolError("nothing new to learn", why=why,
+                              fix="capture or import more agent sessions (or accept a correction); a cycle starts "
+                                  "by itself once enough are new")
         cycle, created = start_now(self.store, by)
         runs = lock.holder() is not None
         return {"cycle": cycle.id, "created": created, "stage": cycle.stage, "runtime": runs,

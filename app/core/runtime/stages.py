@@ -48,13 +48,15 @@ class Ctx:
 
 def building(ctx: Ctx, cycle: Cycle) -> Outcome:
     """The student's own work first (answers a later teacher session contradicts are flagged; the teacher re-answers
-    flagged ones), then the dataset build: new sessions, accepted corrections and replay."""
+    flagged ones), then the dataset build: what is new for the school (sessions and accepted corrections no cycle
+    trained on: a dataset built by hand uses nothing up) and replay."""
     from app.core.datasets.config import BuildConfig, Filters
     from app.core.workers import start_build
 
     own = {"contradicted": contradicted(ctx), "corrections": corrections(ctx)}
+    learned = cycles.learned_from(ctx.store, ctx.policy.base_model)
     config = BuildConfig(base_model=ctx.policy.base_model, mode="auto", max_length=ctx.policy.max_length,
-                         test_share=ctx.policy.test_share,
+                         test_share=ctx.policy.test_share, learned_from=learned,
                          filters=Filters(near_duplicate=ctx.policy.near_duplicate),
                          name=f"cycle-{cycle.id}-{time.strftime('%Y%m%d-%H%M%S')}")
     run = start_build(ctx.store, config)
@@ -63,7 +65,7 @@ def building(ctx: Ctx, cycle: Cycle) -> Outcome:
     done = run.finish()
     if not done.ok:
         return Outcome("failed", own, reason=f"the dataset build failed: {done.message}")
-    if done.identical_to:
+    if done.identical_to in learned:  # the same examples as a dataset a cycle trained on (one never trained: taken)
         return Outcome("failed", own, reason=f"no new usable sessions or corrections since dataset "
                                              f"{done.identical_to}: nothing to learn")
     return Outcome("done", {"dataset": done.name, "fingerprint": done.fingerprint, "examples": done.examples,
@@ -85,14 +87,13 @@ def contradicted(ctx: Ctx) -> dict:
 def corrections(ctx: Ctx) -> dict:
     """The teacher re-answers flagged entries (its own batch limit, cooldown and budget) when it is configured and
     something is flagged; what it did, or why it did nothing. A teacher failure never fails the cycle."""
-    from app.core.experience import buffer, teacher
+    from app.core.experience import teacher
+    from app.core.runtime.triggers import teacher_idle
 
     empty = {"tried": 0, "accepted": 0, "waiting": 0, "rejected": 0, "failed": 0}
     try:
-        if not teacher.usage(ctx.store).get("configured"):
-            return {**empty, "stopped_because": "no teacher is configured"}
-        if not buffer.counts(ctx.store)["by_state"].get("flagged"):
-            return {**empty, "stopped_because": "no entry is flagged"}
+        if idle := teacher_idle(ctx.store):
+            return {**empty, "stopped_because": idle}
         run = teacher.correct(ctx.store, by="cycle")
     except Exception as exc:  # noqa: BLE001 - the cycle learns from its sessions anyway
         return {**empty, "stopped_because": f"the teacher failed: {exc}"}
