@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.core.base import paths
-from app.core.datafiles.chatfile import DatasetError
-from app.core.train.modelref import ModelRefError
-from app.core.train.spec import DEFAULT_LR, DEFAULT_MODEL, RECIPES, Hyper
+
+if TYPE_CHECKING:  # the job spec (pydantic) is imported where a command needs it: `nightschool gui` paints sooner
+    from app.core.train.spec import Hyper
 
 RESOURCES = Path(__file__).resolve().parents[2] / "resources"
 SAMPLE = RESOURCES / "sample_chat.jsonl"
@@ -76,6 +76,8 @@ def _trained_before() -> bool:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from app.core.train.spec import DEFAULT_MODEL
+
     print("Running headless (no window).\n"
           f"First run: training the embedded default model ({DEFAULT_MODEL}: SmolLM2-135M-Instruct) on the sample "
           f"data in {SAMPLE.name} for {args.max_steps} steps.\n"
@@ -144,6 +146,7 @@ def _built_dataset(args: argparse.Namespace) -> None:
         return
     from app.core.base.store import Store
     from app.core.datasets.catalog import Registry
+    from app.core.train.spec import DEFAULT_MODEL
 
     ds = Registry(Store()).get(args.file)
     if ds is not None and ds.kind == "sft":
@@ -153,6 +156,8 @@ def _built_dataset(args: argparse.Namespace) -> None:
 
 
 def _hyper(args: argparse.Namespace) -> Hyper:
+    from app.core.train.spec import Hyper
+
     given = {k: getattr(args, k) for k in ("max_steps", "epochs", "batch_size", "grad_accum", "learning_rate",
                                            "method") if getattr(args, k, None) is not None}
     return Hyper(**{**getattr(args, "hyper_base", {}), **given})
@@ -160,7 +165,9 @@ def _hyper(args: argparse.Namespace) -> Hyper:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Queue a job at high priority and follow it: it starts as soon as no other job holds the machine."""
+    from app.core.datafiles.chatfile import DatasetError
     from app.core.queue.scheduler import Queue
+    from app.core.train.modelref import ModelRefError
 
     _built_dataset(args)
     queue = Queue(_manager().store)
@@ -247,6 +254,8 @@ def cmd_command(args: argparse.Namespace) -> int:
 
 def attach(manager, job_id: str) -> int:
     """Follow a job in the terminal with a progress bar (loss, ETA); Ctrl-C detaches and leaves it running."""
+    import asyncio
+
     from app.cli.progress import TerminalView
 
     view = TerminalView(job_id)
@@ -267,6 +276,8 @@ def attach(manager, job_id: str) -> int:
 
 def _lr_defaults() -> str:
     """DEFAULT_LR as the help says it: "sft 2e-4, orpo 3e-4, dpo/kto 5e-5, grpo/rloo 1.4e-5"."""
+    from app.core.train.spec import DEFAULT_LR
+
     by_lr: dict[float, list[str]] = {}
     for recipe, lr in DEFAULT_LR.items():
         by_lr.setdefault(lr, []).append(recipe)
@@ -275,6 +286,8 @@ def _lr_defaults() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from app.core.train.spec import DEFAULT_MODEL, RECIPES, Hyper
+
     parser = argparse.ArgumentParser(prog="nightschool", description=__doc__)
     parser.add_argument("--version", action="version", version=f"nightschool {paths.app_version()}")
     parser.add_argument("--headless", action="store_true", help="never open the GUI")
@@ -310,10 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"{name} a running job")
         p.add_argument("job")
         p.set_defaults(func=cmd_command, command=command)
-    gui = sub.add_parser("gui", help="open the window")
-    gui.add_argument("files", nargs="*", help="files to import, as if dropped on the window (the launcher's %%F)")
-    gui.add_argument("--minimized", action="store_true", help="no window: the same as `nightschool tray --learn`")
-    gui.set_defaults(func=cmd_gui)
+    _add_gui(sub)
     tray = sub.add_parser("tray", help="the tray icon alone: the school's state, notifications, Open (one per session)")
     tray.add_argument("--learn", action="store_true",
                       help="when nothing runs the school, start learning in the background (what autostart does)")
@@ -344,8 +354,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_gui(sub) -> None:
+    gui = sub.add_parser("gui", help="open the window")
+    gui.add_argument("files", nargs="*", help="files to import, as if dropped on the window (the launcher's %%F)")
+    gui.add_argument("--minimized", action="store_true", help="no window: the same as `nightschool tray --learn`")
+    gui.set_defaults(func=cmd_gui)
+
+
+def _gui_parser() -> argparse.ArgumentParser:
+    """`nightschool gui` alone (the launcher's command): the other commands' modules are not imported before the
+    window paints."""
+    parser = argparse.ArgumentParser(prog="nightschool", description=__doc__)
+    _add_gui(parser.add_subparsers(title="commands"))
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    args = (_gui_parser() if given[:1] == ["gui"] else build_parser()).parse_args(given)
     try:
         code = args.func(args)
         sys.stdout.flush()  # a reader that went away shows here, not in the interpreter's flush at exit
