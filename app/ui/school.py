@@ -13,9 +13,10 @@ from PySide6.QtCore import QTimer, Signal
 
 from app.core.base.store import Store
 from app.core.runtime.bus import NOTIFY
-from app.core.runtime.cycles import STAGES
+from app.core.runtime.cycles import ENDED, STAGES
 from app.core.runtime.school import School
 from app.ui.background import PolledController
+from app.ui.school_words import ended_words
 
 REFRESH_MS = 5000  # the state is read this often (the session count and the reasons a cycle waits change slowly)
 SOON_MS = 150  # events coalesce into one read
@@ -42,6 +43,7 @@ class SchoolController(PolledController):
         self.history: list[dict[str, Any]] = []
         self.live: dict[str, Any] = {}  # {"cycle", "stage"} from the last cycle.stage event
         self.last_progress: dict[str, Any] | None = None
+        self.announced: int | None = None  # the cycle the banner said starts (or runs): its end replaces those words
         self._tickets = itertools.count()
         self._serving = 0  # the ticket whose command may run now
         self._turn = threading.Condition()
@@ -75,6 +77,10 @@ class SchoolController(PolledController):
 
     def _apply(self, result) -> None:
         self.status, self.history = result
+        ended = next((c for c in self.history if c["id"] == self.announced and c["state"] in ENDED), None)
+        if ended is not None:
+            self.announced = None
+            self.message.emit(*ended_words(ended))
         cycle = self.status.get("cycle")
         if cycle is None or cycle["id"] != self.live.get("cycle"):
             self.live = {}
@@ -114,6 +120,7 @@ class SchoolController(PolledController):
     # --- commands ----------------------------------------------------------------------------------------
     def run_now(self) -> None:
         def done(result: dict) -> None:
+            self.announced = result["cycle"]
             if result["created"]:
                 text = f"Cycle {result['cycle']} starts now."
             else:

@@ -125,6 +125,8 @@ def next_state(status: dict | None) -> tuple[int, int, list[str]]:
     window = nxt.get("window") or "any"
     lines = [f"Window: {'any time' if window == 'any' else window}"
              + (f" — opens {local_hhmm(nxt['next_window'])}" if nxt.get("next_window") else "")]
+    if nxt.get("meaning"):  # what the count is: sessions a person's own dataset used still count
+        lines.insert(0, f"{new} new session{'s' * (new != 1)} — {nxt['meaning']}; {needed} start a cycle.")
     cycle = status.get("cycle")
     if status.get("paused"):
         lines.append("Learning is paused: resume it to go on.")
@@ -238,6 +240,14 @@ def notice_text(event: dict) -> tuple[str, str, str]:
     if kind == "alert.fatal":
         return f"Training stopped: {event.get('kind')}", f"job {event.get('job')}: {event.get('message')}", "error"
     return kind or "event", reason, "info"
+
+
+def ended_words(cycle: dict) -> tuple[str, str]:
+    """(level, text) the banner says once a cycle it announced has ended (the announcement would mislead now)."""
+    title, text, level = notice_text({"type": f"cycle.{cycle.get('state')}", "cycle": cycle.get("id"),
+                                      "stage": cycle.get("stage"), "reason": cycle.get("reason") or "",
+                                      "summary": (cycle.get("report") or {}).get("summary")})
+    return level, f"{title}: {text}" if text else title
 
 
 def tray_state(status: dict | None, failed: bool = False, running: bool = True) -> str:
