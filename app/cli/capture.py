@@ -135,7 +135,7 @@ def _print_results(results, seconds: float, unchanged: int = 0) -> None:
           + (f" ({unchanged} already up to date)" if unchanged else ""))
     print(f"lines in {lines} = stored {stored} + quarantined {quarantined} + skipped {skipped}")
     for r in results:
-        if r.status in ("excluded", "error"):
+        if r.status in ("excluded", "error", "copy"):
             print(f"  {r.status}: {r.path.name}: {r.message}")
 
 
