@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -163,6 +164,7 @@ def cold_start(repeats: int, viewer: bool) -> None:
         if daemon is not None:
             daemon.terminate()
             daemon.wait(timeout=60)
+        shutil.rmtree(home, ignore_errors=True)
     painted = [m["painted"] for m in app]
     loaded = [m.get("loaded", float("nan")) for m in app]
     how = "attaching to a running daemon (viewer)" if viewer else "running the school itself"
