@@ -209,7 +209,7 @@ def test_a_refusal_comes_back_as_a_tool_error_with_its_reason(store, tmp_path):
             refused = await client.call_tool("approve_deployment", {"cycle_id": started["cycle"]})
             assert refused.is_error
             assert "is not waiting for approval" in _text(refused)
-            assert "it is running at building" in _text(refused)  # the why travels too
+            assert "It is running at building" in _text(refused)  # the why travels too
 
             missing = await client.call_tool("mark_session", {"session_id": "nope", "good": True})
             assert missing.is_error and "no captured session 'nope'" in _text(missing)
