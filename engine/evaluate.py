@@ -114,22 +114,24 @@ def write_outputs(spec: dict, out: Emitter, report: EvalReport, losses: list[dic
     return 0
 
 
-def held_out_cases(config, out: Emitter) -> tuple[list, list, dict] | None:
-    """(next-action contexts, loss examples, tool schemas) of the config's held-out set; None (and an error
-    envelope) when it has nothing to evaluate on. Both evaluators see the same cases."""
+def held_out_cases(config, out: Emitter) -> tuple[list, list, dict, list] | None:
+    """(next-action contexts, loss examples, tool schemas, the loss examples' sessions) of the config's held-out
+    set; None (and an error envelope) when it has nothing to evaluate on. Both evaluators see the same cases."""
     settings = config.settings
     records = list(evalset.read_records(Path(config.eval_file)))
     found = evalset.contexts(records, settings)
-    examples = evalset.loss_examples(records, settings)
+    chosen = evalset.loss_records(records, settings)
+    examples = [r["messages"] for r in chosen]
     if not found:
         out.emit(P.Error(message=f"the held-out set {config.eval_set} has nothing to evaluate on",
                          why="no example has an assistant message after a user message",
                          fix="build a dataset with a test split (nightschool dataset build) or pass another file"))
         return None
     schemas = evalset.tool_schemas([Path(f) for f in [*config.schema_files, config.eval_file]])
+    sessions = {c.session_id for c in found}
     out.emit(P.Log(message=f"{len(examples)} examples for the loss, {len(found)} next actions from "
-                           f"{config.eval_set}; {len(schemas)} tool schema(s) inferred"))
-    return found, examples, schemas
+                           f"{len(sessions)} session(s) of {config.eval_set}; {len(schemas)} tool schema(s) inferred"))
+    return found, examples, schemas, [str(r.get("session_id") or "") for r in chosen]
 
 
 def run(spec: dict, out: Emitter) -> int:
@@ -138,19 +140,19 @@ def run(spec: dict, out: Emitter) -> int:
     cases = held_out_cases(config, out)
     if cases is None:
         return 1
-    found, examples, _ = cases
+    found, examples = cases[:2]
     student = load_student(config, spec["models_dir"], out)
     per_example = teacher_forced(student, examples, out.progress)
     texts = generate(student, found, config.settings.max_new_tokens, out.progress)
     return finish(spec, out, config, cases, per_example, texts, started, student.device)
 
 
-def finish(spec: dict, out: Emitter, config, cases: tuple[list, list, dict], per_example: list[tuple[float, int]],
+def finish(spec: dict, out: Emitter, config, cases: tuple[list, list, dict, list], per_example: list[tuple[float, int]],
            texts: list[tuple[str, bool]], started: float, device: str, **extra) -> int:
     """Judge the generated next actions, assemble the report (`extra`: the GGUF evaluator's fields) and write it
     with its per-example files: one way for both evaluators."""
-    found, examples, schemas = cases
-    losses = loss_rows(examples, per_example)
+    found, examples, schemas, sessions = cases
+    losses = loss_rows(examples, per_example, sessions)
     nll, tokens = sum(r["nll"] for r in losses), sum(r["tokens"] for r in losses)
     judged, rewards, rows, samples = judged_rows(found, texts, schemas, config.settings)
     metrics, outcomes, attempted, valid = metrics_from(nll, tokens, judged, rewards)

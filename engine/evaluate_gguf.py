@@ -154,7 +154,7 @@ def run(spec: dict, out: Emitter) -> int:
     cases = held_out_cases(config, out)
     if cases is None:
         return 1
-    found, examples, _ = cases
+    found, examples = cases[:2]
     smoke.check_file(Path(config.gguf))  # not a GGUF: refused before the tokenizer loads
     renderer = render.load(config.base_model, spec["models_dir"])
     rendered = rendered_examples(renderer, examples)

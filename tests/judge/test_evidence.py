@@ -33,10 +33,27 @@ def test_evidence_is_read_beside_the_report_and_paired_by_key(tmp_path):
                       [{"key": "y", "outcome": "agree", "attempted": 2, "valid": 1, "reward": 0.3},
                        {"key": "x", "outcome": "agree", "attempted": 1, "valid": 0}], "base")
     assert cand.report.label == "cand" and set(cand.losses) == {"a", "b", "only-here"}
-    assert paired("loss", cand, base) == ([(1.0, 1.0), (2.0, 2.0)], [(4.0, 1.0), (6.0, 2.0)])  # by key, sorted
-    agree_c, agree_b = paired("agreement", cand, base)
+    assert paired("loss", cand, base) == ([(1.0, 1.0), (2.0, 2.0)], [(4.0, 1.0), (6.0, 2.0)], None)  # by key, sorted
+    agree_c, agree_b, sessions = paired("agreement", cand, base)
     assert (agree_c, agree_b) == ([(1.0, 1.0), (0.0, 1.0)], [(1.0, 1.0), (1.0, 1.0)])
+    assert sessions is None  # rows of older evidence name no session: the gate resamples them one by one
     assert discordant(agree_c, agree_b) == (1, 0)  # y: only the base agreed
-    assert paired("validity", cand, base) == ([(1.0, 1.0), (0.0, 0.0)], [(0.0, 1.0), (1.0, 2.0)])
-    assert paired("reward", cand, base) == ([(0.1, 1.0)], [(0.3, 1.0)])  # x has no reward on the base's side
+    assert paired("validity", cand, base)[:2] == ([(1.0, 1.0), (0.0, 0.0)], [(0.0, 1.0), (1.0, 2.0)])
+    assert paired("reward", cand, base)[:2] == ([(0.1, 1.0)], [(0.3, 1.0)])  # x has no reward on the base's side
     assert Evidence.read(tmp_path / "c" / "report.json").losses == cand.losses
+
+
+def test_paired_units_carry_their_session_even_when_one_side_is_older(tmp_path):
+    """A fresh candidate's loss rows name their sessions, a cached base evaluation's (written before) do not: the
+    units still pair with their sessions; one unit without a session anywhere drops back to per-unit resampling."""
+    rows = loss_rows([ONE, TWO], [(3.0, 2), (5.0, 4)], ["s1", "s2"])
+    assert [r["session_id"] for r in rows] == ["s1", "s2"]
+    cand = write_eval(tmp_path / "c", rows, [{"key": "x", "session_id": "s1", "outcome": "agree", "attempted": 1,
+                                              "valid": 1}], "cand")
+    old = [{k: v for k, v in r.items() if k != "session_id"} for r in rows]
+    base = write_eval(tmp_path / "b", old, [{"key": "x", "session_id": "s1", "outcome": "no_call", "attempted": 0,
+                                             "valid": 0}], "base")
+    by_key = {example_key(ONE): "s1", example_key(TWO): "s2"}
+    assert paired("loss", cand, base).sessions == [by_key[k] for k in sorted(by_key)]
+    assert paired("loss", base, base).sessions is None
+    assert paired("agreement", cand, base).sessions == ["s1"]

@@ -13,13 +13,19 @@ TOKENS = 40
 
 
 def evidence(per_token: list[float], agree: list[bool], label="cand", sha="s" * 64, base_model="default",
-             valid: list[int] | None = None, reward: list[float] | None = None) -> Evidence:
-    """A model's evaluation from its per-example rows; the report's metrics are what the rows sum to."""
+             valid: list[int] | None = None, reward: list[float] | None = None,
+             sessions: tuple[list[str], list[str]] | None = None) -> Evidence:
+    """A model's evaluation from its per-example rows; the report's metrics are what the rows sum to. `sessions`:
+    the session of each loss example and of each next action (None: rows written before they named one)."""
     valid = valid if valid is not None else [1] * len(agree)
     reward = reward if reward is not None else [0.5] * len(agree)
-    losses = {f"e{i}": {"key": f"e{i}", "nll": x * TOKENS, "tokens": TOKENS} for i, x in enumerate(per_token)}
-    actions = {f"c{i}": {"key": f"c{i}", "outcome": "agree" if a else "other_tool", "attempted": 1, "valid": v,
-                         "reward": r} for i, (a, v, r) in enumerate(zip(agree, valid, reward))}
+    of_loss, of_action = sessions or ([], [])
+    named = (lambda names, i: {"session_id": names[i]} if names else {})
+    losses = {f"e{i:03d}": {"key": f"e{i:03d}", **named(of_loss, i), "nll": x * TOKENS, "tokens": TOKENS}
+              for i, x in enumerate(per_token)}
+    actions = {f"c{i:03d}": {"key": f"c{i:03d}", **named(of_action, i), "outcome": "agree" if a else "other_tool",
+                             "attempted": 1, "valid": v, "reward": r}
+               for i, (a, v, r) in enumerate(zip(agree, valid, reward))}
     metrics = {"loss": sum(per_token) / len(per_token) if per_token else None,
                "agreement": sum(agree) / len(agree), "validity": sum(valid) / len(valid),
                "reward": sum(reward) / len(reward)}
@@ -183,3 +189,42 @@ def test_thresholds_live_in_the_settings_and_an_old_stored_value_still_loads(sto
     assert thresholds(store) == Thresholds()  # the old defaults give way to the new ones
     set_thresholds(store, Thresholds(min_examples=8, confidence=0.9))
     assert (thresholds(store).min_examples, thresholds(store).confidence) == (8, 0.9)
+
+
+def chatty_session(named: bool) -> tuple[Evidence, Evidence]:
+    """The issue's lumpy evidence: 90 next actions from 3 held-out sessions; every gain is one chatty session's
+    (its 30 near-alike actions all go from other_tool to agree), the other two sessions are unchanged. The loss
+    holds. `named`: the rows name their sessions (else they are evidence written before)."""
+    rng = random.Random(3)
+    quiet = [rng.random() < 0.4 for _ in range(60)]
+    base_agree, cand_agree = [False] * 30 + quiet, [True] * 30 + quiet
+    sessions = (["chatty", "quiet-1", "quiet-2"] * 8, ["chatty"] * 30 + ["quiet-1"] * 30 + ["quiet-2"] * 30)
+    sessions = sessions if named else None
+    return (evidence(BASE, cand_agree, sessions=sessions),
+            evidence(BASE, base_agree, "base", sessions=sessions))
+
+
+def test_one_chatty_session_passes_per_action_but_not_at_the_session_level():
+    """The must-show of issue 24 (5): the old per-action interval excludes zero and the candidate would pass; the
+    session-level interval over the 3 sessions does not, and the verdict is inconclusive."""
+    old = judge(*chatty_session(named=False))
+    agree = next(c for c in old.checks if c.metric == "agreement")
+    assert old.verdict == "pass" and agree.low > 0 and agree.sessions is None, old.reasons
+    assert "95 % CI +0.2" in agree.text and "per action (the evidence names no sessions)" in agree.text, agree.text
+    new = judge(*chatty_session(named=True))
+    agree = next(c for c in new.checks if c.metric == "agreement")
+    assert new.verdict == "inconclusive" and agree.status == "inconclusive" and agree.low <= 0 < agree.high
+    assert (agree.gained, agree.lost, agree.n, agree.sessions) == (30, 0, 90, 3)
+    assert "95 % CI −0.563…+1.000 over 3 sessions" in agree.text, agree.text  # widened for 3 sessions, within ±1
+    loss = next(c for c in new.checks if c.metric == "loss")
+    assert loss.sessions == 3 and "over 3 sessions, 24 examples)" in loss.text, loss.text
+
+
+def test_evidence_from_one_session_has_no_interval_and_is_inconclusive():
+    one = (["only"] * 24, ["only"] * 28)
+    cand = evidence(shifted(BASE, 0.85, 0.02), agreements(28, {3, 17, *range(5, 15)}), sessions=one)
+    v = judge(cand, evidence(BASE, BASE_AGREE, "base", sessions=one))
+    assert v.verdict == "inconclusive", v.reasons
+    assert all(c.low is None and c.sessions == 1 for c in v.checks)
+    assert "no interval across sessions: all from one session" in v.checks[0].text
+    assert any("all 28 paired held-out actions vs the base model come from one session" in n for n in v.notes)

@@ -1,10 +1,17 @@
 """What an evaluation runs on: the held-out set (a built dataset's test split: sessions frozen out of every training
-set of that base model, or a chat JSONL file), its teacher contexts, the examples for the loss, and tool schemas."""
+set of that base model, or a chat JSONL file), its teacher contexts, the examples for the loss, and tool schemas.
+
+The next actions are drawn so that they are independent evidence: round-robin across the held-out sessions up to the
+cap (one chatty session cannot fill it), and near-identical contexts (same session, same teacher action, same last
+messages once numbers and spacing are set aside: a polling loop) counted once."""
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+import sys
 from dataclasses import dataclass
+from itertools import chain, zip_longest
 from pathlib import Path
 from typing import Iterator
 
@@ -59,15 +66,50 @@ def _stable(key: str, seed: int) -> str:
     return hashlib.sha256(f"{seed}:{key}".encode()).hexdigest()
 
 
+LAST = 2  # the messages before a next action that, with the action, make two contexts of a session near-identical
+
+
+def _normal(text: str) -> str:
+    """Text as near-identical contexts share it: numbers (times, ids, sizes, counts) masked, spacing and case set
+    aside."""
+    return " ".join(re.sub(r"\d+", "0", text).lower().split())
+
+
+def near_key(ctx: Context) -> tuple[str, str, tuple[str, ...]]:
+    """Contexts with the same near key are near-identical: the same session, the same teacher action and the same
+    last messages, normalised (a polling loop's next `BashOutput` call after another "still running")."""
+    tail = tuple(f"{m.get('role')}: {_normal(as_text(m)['content'])}" for m in ctx.messages[-LAST:])
+    return ctx.session_id, _normal(as_text(ctx.teacher)["content"]), tail
+
+
+def stratified(found: list[Context], cap: int, seed: int) -> list[Context]:
+    """Up to `cap` of `found`, near-identical ones once (the earliest), drawn round-robin across sessions: each
+    session's contexts in a stable hash order, the sessions in a stable hash order, one from each in turn.
+    Deterministic for a seed; ordered by session, turn."""
+    distinct: dict[tuple, Context] = {}
+    for ctx in sorted(found, key=lambda c: (c.turn, c.key)):
+        distinct.setdefault(near_key(ctx), ctx)
+    by_session: dict[str, list[Context]] = {}
+    for ctx in sorted(distinct.values(), key=lambda c: _stable(c.key, seed)):
+        by_session.setdefault(ctx.session_id, []).append(ctx)
+    turns = zip_longest(*(by_session[s] for s in sorted(by_session, key=lambda s: _stable(s, seed))))
+    drawn = [c for c in chain.from_iterable(turns) if c is not None][:cap]
+    return sorted(drawn, key=lambda c: (c.session_id, c.turn, c.key))
+
+
 def contexts(records: list[dict], settings: EvalSettings) -> list[Context]:
-    """The held-out next actions: every assistant message after a user message, once, capped by a stable hash."""
-    return teacher_contexts(({**r, "split": "train"} for r in records), settings.max_contexts, settings.seed)
+    """The held-out next actions: every assistant message after a user message, once, drawn across sessions (or, for
+    settings of reports written before, capped by a stable hash alone)."""
+    every = ({**r, "split": "train"} for r in records)
+    if settings.draw == "hash":
+        return teacher_contexts(every, settings.max_contexts, settings.seed)
+    return stratified(teacher_contexts(every, sys.maxsize, settings.seed), settings.max_contexts, settings.seed)
 
 
-def loss_examples(records: list[dict], settings: EvalSettings) -> list[list[dict]]:
-    """Whole examples for the teacher-forced loss: capped by a stable hash of their content."""
+def loss_records(records: list[dict], settings: EvalSettings) -> list[dict]:
+    """The records whose whole examples the teacher-forced loss runs on: capped by a stable hash of their content."""
     keyed = sorted(records, key=lambda r: _stable(json.dumps(r["messages"], sort_keys=True), settings.seed))
-    return [r["messages"] for r in keyed[:settings.max_examples]]
+    return keyed[:settings.max_examples]
 
 
 def sample_keys(found: list[Context], settings: EvalSettings) -> set[str]:

@@ -3,9 +3,13 @@ the same held-out set, example by example. Verdict pass | fail | inconclusive, e
 
 Each gated metric is a paired comparison (stats.py): held-out loss over the loss examples (relative change, paired
 bootstrap), next-action agreement over the next actions (exact McNemar test + paired bootstrap interval), tool-call
-validity and behavioural reward over the next actions (paired bootstrap). Rules, against every reference:
+validity and behavioural reward over the next actions (paired bootstrap). The intervals are session-level: the
+bootstrap resamples held-out sessions (a cluster bootstrap), so one chatty session cannot carry a verdict; evidence
+that names no sessions (written before, or a held-out file without session ids) is resampled per unit, and the check
+says so. Rules, against every reference:
 - inconclusive: a reference is not comparable (another held-out set or base model, no per-example evidence), fewer
-  than the minimum loss examples or next actions, or no primary metric (loss, agreement) improved significantly by at
+  than the minimum loss examples or next actions, all of them from one session (no interval across sessions can be
+  computed), or no primary metric (loss, agreement) improved significantly by at
   least its minimum effect. Inconclusive is never promoted.
 - fail: a gated metric significantly worse (its interval entirely below zero, beyond the tolerance), or its point
   estimate worse by more than `max_regression` (15 %).
@@ -24,6 +28,10 @@ GATED = ("loss", "agreement", "validity", "reward")  # perplexity follows loss; 
 SETTING = "gate"
 VERDICTS = ("pass", "fail", "inconclusive")
 HEADS = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}
+# what a change of each metric can be at most (loss: relative; the rates and the reward lie in [0, 1]): a clustered
+# interval widened for few sessions is shown within it
+BOUNDS: dict[str, tuple[float, float | None]] = {"loss": (-1.0, None), "agreement": (-1.0, 1.0),
+                                                 "validity": (-1.0, 1.0), "reward": (-1.0, 1.0)}
 OLD_KEYS = {"loss_must_improve", "min_loss_gain", "must_not_fall"}  # settings stored before format 2 have them
 
 
@@ -75,6 +83,7 @@ class Check(BaseModel):
     confidence: float | None = None
     n: int = 0  # paired examples (loss) or next actions
     unit: str = "examples"
+    sessions: int | None = None  # held-out sessions the interval resamples; None: resampled per unit (none named)
     gained: int | None = None  # agreement: next actions only the candidate got right (c) …
     lost: int | None = None  # … and only the reference got right (b)
     p_value: float | None = None  # agreement: exact McNemar
@@ -108,14 +117,18 @@ def _signed(value: float, relative: bool) -> str:
 
 
 def _interval(check: Check) -> str:
+    """E.g. "95 % CI −1.6 %…−0.4 % over 14 sessions"; per unit when the evidence names no sessions."""
     if check.low is None:
-        return "no interval"
+        return "no interval across sessions: all from one session" if check.sessions == 1 else "no interval"
     pct = f"{check.confidence * 100:.0f} % CI"
-    return f"{pct} {_signed(check.low, check.relative)}…{_signed(check.high, check.relative)}"
+    over = (f"over {check.sessions} sessions" if check.sessions is not None
+            else f"per {check.unit.rstrip('s')} (the evidence names no sessions)")
+    return f"{pct} {_signed(check.low, check.relative)}…{_signed(check.high, check.relative)} {over}"
 
 
 def describe(check: Check) -> str:
-    """E.g. "held-out loss 1.979 → 1.959 (−1.0 %, 95 % CI −1.6 %…−0.4 %, 24 examples) vs the base model: …"."""
+    """E.g. "held-out loss 1.979 → 1.959 (−1.0 %, 95 % CI −1.6 %…−0.4 % over 14 sessions, 24 examples) vs the base
+    model: …"."""
     if check.metric == "agreement" and check.gained is not None:
         net = check.gained - check.lost
         counts = (f"{net:+d} of {check.n} {check.unit}: {check.gained} gained, {check.lost} lost, "
@@ -164,23 +177,26 @@ def measure(metric: str, cand: Evidence, ref: Evidence, name: str, th: Threshold
             return None  # the reference has none: nothing to hold the candidate to
         return Check(metric=metric, against=name, before=before, status="missing", ok=False,
                      text=f"{words}: the {name} model has {_num(before)}, the candidate none")
-    units_a, units_b = paired(metric, cand, ref)
+    units_a, units_b, sessions = paired(metric, cand, ref)
     relative = metric == "loss"
     ci = paired_bootstrap(units_a, units_b, th.resamples, th.seed, th.confidence, relative,
-                          empty=0.0 if metric == "validity" else None)
+                          empty=0.0 if metric == "validity" else None, clusters=sessions)
     check = Check(metric=metric, against=name, before=before, after=after, relative=relative, n=len(units_a),
-                  unit=UNITS[metric], confidence=th.confidence, **_fields(ci, before, after, relative))
+                  unit=UNITS[metric], sessions=None if sessions is None else len(set(sessions)),
+                  confidence=th.confidence, **_fields(ci, before, after, relative, BOUNDS[metric]))
     if metric == "agreement":
         lost, gained = discordant(units_a, units_b)
         check = check.model_copy(update={"lost": lost, "gained": gained, "p_value": mcnemar_exact(lost, gained)})
     return _judge_check(check, th)
 
 
-def _fields(ci: Interval | None, before: float, after: float, relative: bool) -> dict:
+def _fields(ci: Interval | None, before: float, after: float, relative: bool,
+            bounds: tuple[float, float | None]) -> dict:
     if ci is None:
         delta = (after - before) / abs(before) if relative and before else after - before
         return {"delta": delta}
-    return {"delta": ci.estimate, "low": ci.low, "high": ci.high}
+    least, most = bounds
+    return {"delta": ci.estimate, "low": max(ci.low, least), "high": ci.high if most is None else min(ci.high, most)}
 
 
 def comparable(candidate: Evidence, reference: Evidence, name: str) -> list[str]:
@@ -198,9 +214,11 @@ def comparable(candidate: Evidence, reference: Evidence, name: str) -> list[str]
 
 
 def enough(checks: list[Check], name: str, th: Thresholds) -> list[str]:
-    """Notes when the paired evidence is too small for a verdict."""
+    """Notes when the paired evidence is too small for a verdict: too few units, or all from one session."""
     sizes = {c.metric: c.n for c in checks}
-    notes = []
+    notes = [f"all {c.n} paired held-out {c.unit} vs the {name} model come from one session: no interval across "
+             "sessions can be computed (hold out more sessions)" for c in checks
+             if c.metric in ("loss", "agreement") and c.sessions == 1]
     if sizes.get("loss", 0) < th.min_examples:
         notes.append(f"only {sizes.get('loss', 0)} held-out loss examples pair with the {name} model's (at least "
                      f"{th.min_examples} are needed for a verdict)")

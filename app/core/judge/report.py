@@ -3,8 +3,9 @@ how its next actions fared, and a fixed set of sample generations for side-by-si
 that ranks checkpoints, and the per-example evidence files every evaluator (transformers or llama.cpp) writes beside
 report.json for the gate's paired statistics:
 
-- `losses.jsonl`, one row per loss example with assistant tokens: {"key": example_key(messages), "nll": summed NLL of
-  its assistant tokens, "tokens": their number}; the rows sum to the report's loss (sum nll / sum tokens).
+- `losses.jsonl`, one row per loss example with assistant tokens: {"key": example_key(messages), "session_id": the
+  held-out session it comes from ("" when the record names none; absent in files written before), "nll": summed NLL
+  of its assistant tokens, "tokens": their number}; the rows sum to the report's loss (sum nll / sum tokens).
 - `generations.jsonl`, one row per held-out next action: {"key": the context's key, "session_id", "turn", "prompt",
   "teacher", "student", "outcome", "why", "reward", "attempted": tool-call blocks the answer wrote, "valid": those that
   parse and match their tool}; agreement = outcome "agree", validity = sum valid / sum attempted."""
@@ -16,8 +17,9 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from app.core.base.files import atomic_write
 
@@ -57,6 +59,9 @@ class EvalSettings(BaseModel):
     max_examples: int = Field(200, ge=1)  # for the teacher-forced loss
     samples: int = Field(8, ge=0)
     seed: int = 0
+    # how the next actions are drawn: "sessions" round-robin across held-out sessions, near-identical contexts once
+    # (evalset.contexts); "hash" by a stable hash alone, as reports written before it say (their cache stays theirs)
+    draw: Literal["sessions", "hash"] = "sessions"
 
 
 class EvalReport(BaseModel):
@@ -83,6 +88,15 @@ class EvalReport(BaseModel):
     gguf_sha256: str | None = None
     tokenization_matched: int | None = None  # loss examples llama.cpp tokenises exactly as the HF tokenizer does
     prompts_matched: int | None = None  # next-action prompts the GGUF's template renders exactly as training
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_draw(cls, data):
+        """A report written before the draw was a setting drew its next actions by hash alone: say so, so that what
+        is evaluated "the same way" (a GGUF against its checkpoint) draws the same next actions."""
+        if isinstance(data, dict) and isinstance(data.get("settings"), dict) and "draw" not in data["settings"]:
+            data = {**data, "settings": {**data["settings"], "draw": "hash"}}
+        return data
 
     def write(self, folder: Path) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -135,16 +149,19 @@ def example_key(messages: list[dict]) -> str:
     return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:24]
 
 
-def loss_rows(examples: list[list[dict]], per_example: list[tuple[float, int]]) -> list[dict]:
-    """losses.jsonl's rows: (summed NLL, tokens) of each example, keyed (a repeated example gets `key~2`, `key~3`…);
-    examples without an assistant token are left out (they add nothing to the loss)."""
+def loss_rows(examples: list[list[dict]], per_example: list[tuple[float, int]],
+              sessions: list[str] | None = None) -> list[dict]:
+    """losses.jsonl's rows: (summed NLL, tokens) of each example with its session (`sessions`, one per example),
+    keyed (a repeated example gets `key~2`, `key~3`…); examples without an assistant token are left out (they add
+    nothing to the loss)."""
     seen: Counter = Counter()
     rows = []
-    for messages, (nll, tokens) in zip(examples, per_example):
+    for i, (messages, (nll, tokens)) in enumerate(zip(examples, per_example)):
         key = example_key(messages)
         seen[key] += 1
         if tokens:
-            rows.append({"key": key if seen[key] == 1 else f"{key}~{seen[key]}", "nll": nll, "tokens": tokens})
+            rows.append({"key": key if seen[key] == 1 else f"{key}~{seen[key]}",
+                         "session_id": sessions[i] if sessions else "", "nll": nll, "tokens": tokens})
     return rows
 
 
