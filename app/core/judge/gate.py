@@ -9,8 +9,8 @@ that names no sessions (written before, or a held-out file without session ids) 
 says so. Rules, against every reference:
 - inconclusive: a reference is not comparable (another held-out set or base model, no per-example evidence), fewer
   than the minimum loss examples or next actions, all of them from one session (no interval across sessions can be
-  computed), or no primary metric (loss, agreement) improved significantly by at
-  least its minimum effect. Inconclusive is never promoted.
+  computed), or no primary metric (loss, agreement) improved significantly by at least its minimum effect.
+  Inconclusive is never promoted.
 - fail: a gated metric significantly worse (its interval entirely below zero, beyond the tolerance), or its point
   estimate worse by more than `max_regression` (15 %).
 - pass: otherwise, with at least one primary metric improved significantly by its minimum effect vs each reference."""
