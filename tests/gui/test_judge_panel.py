@@ -155,7 +155,8 @@ def test_compare_promote_refuse_and_roll_back(qtbot, store, manager, tiny_model,
     click(qtbot, panel.promote_button)
     qtbot.waitUntil(lambda: panel.verdict.isVisible() and idle(panel), timeout=WAIT_MS)
     assert "PASS" in panel.verdict.toPlainText() and "promoted" in panel.verdict.toPlainText()
-    assert "✓ held-out loss 2.000 → 1.200 (−40.0 %, 95 % CI −40.0 %…−40.0 %, 24 examples) vs the base model: " \
+    assert "✓ held-out loss 2.000 → 1.200 (−40.0 %, 95 % CI −40.0 %…−40.0 % per example (the evidence names no " \
+           "sessions), 24 examples) vs the base model: " \
            "improved" in panel.verdict.toPlainText()
     assert "(+4 of 20 actions: 4 gained, 0 lost, McNemar p 0.125, 95 % CI" in panel.verdict.toPlainText()
     assert registry.deployed(store, model).checkpoint_id == final

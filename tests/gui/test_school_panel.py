@@ -175,8 +175,8 @@ def test_an_inconclusive_card_shows_each_check_with_its_interval(qtbot, panel, s
     read(qtbot, panel)
     text = panel.card.text()
     assert "Gate: inconclusive" in text
-    assert "· held-out loss 1.979 → 1.959 (−1.0 %, 95 % CI −1.0 %…−1.0 %, 24 examples) vs the base model: below the " \
-           "2 % minimum" in text
+    assert "· held-out loss 1.979 → 1.959 (−1.0 %, 95 % CI −1.0 %…−1.0 % per example (the evidence names no " \
+           "sessions), 24 examples) vs the base model: below the 2 % minimum" in text
     assert "· next-action agreement 0.071 → 0.107 (+1 of 28 actions: 1 gained, 0 lost, McNemar p 1.000, 95 % CI" in text
     assert "no primary metric (loss, agreement) improved significantly" in text
     assert text.count("McNemar") == 1  # the cycle's reason is not repeated under the checks
