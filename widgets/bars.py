@@ -7,12 +7,16 @@ from widgets.charts import COLOURS, PlotNotice
 
 BACKGROUND = "#1e1f24"
 MAX_TICKS = 7  # category labels shown on the bottom axis at most (every k-th beyond that)
+MAX_BARS = 10  # bars a histogram shows at most: the smallest beyond that are summed in one "k others" bar
 
 
 def _whole_ticks(axis: pg.AxisItem, top: float) -> None:
-    """Counts: ticks on whole numbers, about five of them."""
-    major = max(1, -(-int(top) // 5))
-    axis.setTickSpacing(major, major)
+    """Counts: ticks on whole numbers; past ten, pyqtgraph's own round spacing, which leaves room for the labels (a
+    fixed fifth of the top wrote "243486729972" on a narrow chart)."""
+    if top <= 10:
+        axis.setTickSpacing(1, 1)
+    else:
+        axis.setTickSpacing()
 
 
 def _plot(widget: pg.PlotWidget, title: str) -> None:
@@ -83,8 +87,13 @@ class LabelledBars(pg.PlotWidget):
         self.labels: list[str] = []
 
     def set_data(self, pairs: list[tuple[str, float]]) -> None:
+        """pairs: largest first. Past MAX_BARS the smallest are summed in one bar (their labels ran into each
+        other on a chart of a real corpus's 20 tools)."""
         if self.item is not None:
             self.removeItem(self.item)
+        if len(pairs) > MAX_BARS:
+            rest = pairs[MAX_BARS - 1:]
+            pairs = pairs[:MAX_BARS - 1] + [(f"{len(rest)} others", sum(v for _, v in rest))]
         self.labels = [label for label, _ in pairs]
         n = len(pairs)
         ys = [n - 1 - i for i in range(n)]  # first pair at the top

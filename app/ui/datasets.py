@@ -55,9 +55,12 @@ class DatasetsController(QObject):
     def datasets(self) -> list[BuiltDataset]:
         return self.registry.all()
 
-    def sessions_stored(self) -> int:
+    def sessions_stored(self) -> tuple[int, int]:
+        """(tasks, sub-agent sessions) captured: the Capture tab counts tasks; a build takes sub-agents too."""
         with self.store.session() as s:
-            return s.scalar(select(func.count()).select_from(AgentSession)) or 0
+            rows = dict(s.execute(select(AgentSession.parent_id.is_(None), func.count())
+                                  .group_by(AgentSession.parent_id.is_(None))).all())
+        return rows.get(True, 0), rows.get(False, 0)
 
     def details(self, row: BuiltDataset) -> Details:
         return read_details(row.name, Path(row.path))

@@ -168,8 +168,12 @@ class BuildForm(QGroupBox):
             return
         self.controller.build(config)
 
-    def set_sessions(self, stored: int) -> None:
-        self.sessions_label.setText(f"{stored:,} captured session{'s' * (stored != 1)} to build from")
+    def set_sessions(self, tasks: int, subagents: int = 0) -> None:
+        """Tasks as the Capture tab counts them; their sub-agents' sessions, which a build also takes, said apart."""
+        text = f"{tasks:,} captured session{'s' * (tasks != 1)} to build from"
+        if subagents:
+            text += f" (and {subagents:,} sub-agent session{'s' * (subagents != 1)} of theirs)"
+        self.sessions_label.setText(text)
 
     # --- controller → form -------------------------------------------------------------------------
     def set_building(self, on: bool) -> None:

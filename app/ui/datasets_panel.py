@@ -58,7 +58,7 @@ class DatasetsPanel(QWidget):
         self.rows: dict = {}
         self.preview: Preview | None = None
         self.details: Details | None = None
-        self.failed_with: int | None = None  # the sessions stored when the shown build failure happened
+        self.failed_with: tuple[int, int] | None = None  # the sessions stored when the shown build failure happened
         self._build()
         controller.changed.connect(self.refresh)
         controller.finished.connect(self._on_finished)
@@ -156,7 +156,7 @@ class DatasetsPanel(QWidget):
         """The count of sessions to build from; a build failure shown since goes once the sessions change (it was
         about the sessions there were: "0 sessions stored" no longer holds when some arrive)."""
         stored = self.controller.sessions_stored()
-        self.form.set_sessions(stored)
+        self.form.set_sessions(*stored)
         if self.failed_with is not None and stored != self.failed_with:
             self.failed_with = None
             self.banner.hide()
