@@ -3,7 +3,7 @@ reference column, green where better and red where worse (given data only)."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtGui import QBrush, QColor, QPainter
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem
 
 BETTER, WORSE, SAME = "#2ecc71", "#ff6b6b", "#9aa0aa"
@@ -38,8 +38,10 @@ class CompareTable(QTableWidget):
     """set_data(rows, columns, reference): rows are (key, words, "lower" | "higher"); columns are (label, {key:
     value}); the reference column shows plain values, the others value + delta coloured by direction."""
 
-    def __init__(self, parent=None) -> None:
+    def __init__(self, parent=None, empty: str = "") -> None:
+        """empty: what the table says in its middle while it has no column."""
         super().__init__(parent)
+        self.empty = empty
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.setAlternatingRowColors(True)
@@ -49,6 +51,15 @@ class CompareTable(QTableWidget):
         self.horizontalHeader().setStretchLastSection(False)  # a narrow table scrolls; it never elides a delta
         self._rows: list[tuple[str, str, str]] = []
         self._labels: list[str] = []
+
+    def paintEvent(self, event) -> None:
+        super().paintEvent(event)
+        if self.columnCount() == 0 and self.empty:
+            painter = QPainter(self.viewport())
+            painter.setPen(QColor(SAME))
+            painter.drawText(self.viewport().rect().adjusted(16, 16, -16, -16),
+                             int(Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap), self.empty)
+            painter.end()
 
     def set_data(self, rows: list[tuple[str, str, str]], columns: list[tuple[str, dict]], reference: int) -> None:
         self.clear()

@@ -60,6 +60,7 @@ class Pane(QWidget):
         self.title.setStyleSheet(TITLE)
         self.note = QLabel()
         self.text = text_box()
+        self.text.setPlaceholderText(f"{title}'s answer to the picked held-out prompt appears here.")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         head = QHBoxLayout()

@@ -96,6 +96,8 @@ class DatasetsPanel(QWidget):
         self.integrity = QLabel()
         self.integrity.setWordWrap(True)
         self.report = QTextBrowser()
+        self.report.setPlaceholderText("Pick a dataset to read its report: what each filter removed, the splits, "
+                                       "the examples excluded and why.")
         self.report.setOpenLinks(False)
         report_tab = QWidget()
         col = QVBoxLayout(report_tab)

@@ -151,7 +151,8 @@ class JudgePanel(QWidget):
         return side
 
     def _results(self) -> QWidget:
-        self.table = CompareTable()
+        self.table = CompareTable(empty="Tick two or more models and press Compare: their held-out loss, next-action "
+                                        "agreement, tool-call validity and reward appear here side by side.")
         self.chart = LiveChart("Training loss", "loss", [], legend="title")
         self.chart.setToolTip("The training loss of each compared checkpoint's job, up to the checkpoint's step")
         self.chart.set_notice("Compare checkpoints to overlay their training loss")

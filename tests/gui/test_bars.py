@@ -1,5 +1,6 @@
 """GUI (offscreen): the Capture tab's tool histogram stays readable on a real corpus — at most MAX_BARS bars, the
-rest summed in one; count axes tick on round numbers the labels have room for."""
+rest summed in one; count axes tick on round numbers the labels have room for; the Judge tab's empty compare table
+says what will appear in it."""
 from __future__ import annotations
 
 from widgets.bars import MAX_BARS, LabelledBars
@@ -27,3 +28,18 @@ def test_a_few_tools_keep_every_bar_and_tick_on_whole_numbers(qtbot):
     assert chart.labels == ["Read", "Bash"] and chart.values() == {"Read": 3, "Bash": 1}
     axis = chart.getAxis("bottom")
     assert [v for _, values in axis.tickValues(0, 3, 300) for v in values] == [0, 1, 2, 3]  # whole counts only
+
+
+def test_an_empty_compare_table_says_what_will_appear(qtbot):
+    from widgets.compare_table import CompareTable
+
+    def pixels(table) -> set:
+        image = table.viewport().grab().toImage()
+        return {image.pixel(x, y) for x in range(0, image.width(), 2) for y in range(0, image.height(), 2)}
+
+    quiet, saying = CompareTable(), CompareTable(empty="Tick two or more models and press Compare.")
+    for table in (quiet, saying):
+        qtbot.addWidget(table)
+        table.resize(400, 200)
+        table.show()
+    assert len(pixels(saying)) > len(pixels(quiet))  # the words are drawn (the quiet one is one flat colour)
