@@ -110,7 +110,8 @@ class AgentsPage(Page):
             name = label(f"<b>{agent.label}</b>")
             status = label(_count_words(agent), GOOD if agent.sessions else (DIM if agent.found else WARN))
             where = "\n".join(tilde(p) for p in (agent.existing or agent.roots))
-            folders = label(where if agent.found else f"Looked in {where}", DIM, selectable=True)
+            folders = label(where if agent.found else f"Looked in {where}" if where else
+                            "No folder is set for it in capture.json", DIM, selectable=True)
             for column, widget in enumerate((name, status, folders)):
                 self.grid.addWidget(widget, row, column, Qt.AlignmentFlag.AlignTop)
             self.rows[agent.agent] = (status, folders)
