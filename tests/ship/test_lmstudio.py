@@ -81,7 +81,7 @@ def test_refuses_when_the_disk_lacks_space_for_a_copy(tmp_path, gguf, monkeypatc
     monkeypatch.setattr(lmstudio.shutil, "disk_usage", lambda _: usage(2**40, 2**40 - 1000, 1000))
     with pytest.raises(ShipError, match="Not enough disk space") as err:
         lmstudio.export(gguf, "smol", root=tmp_path / "m")
-    assert "it needs 0.06 GiB" in str(err.value) and "0.00 GiB is free" in str(err.value)
+    assert "It needs 0.06 GiB" in str(err.value) and "0.00 GiB is free" in str(err.value)
     assert not list((tmp_path / "m").rglob("*.gguf*"))
 
 
