@@ -55,11 +55,11 @@ def run(args, tmp: Path) -> None:
     from app.core.base import paths
     from app.core.judge.gate import Thresholds
     from app.core.judge.records import set_thresholds
-    from app.core.runtime import cycles
-    from app.core.runtime.school import School
+    from app.core.runtime.school import cycles
+    from app.core.runtime.school.facade import School
     from app.core.runtime.supervisor import Runtime
     from app.core.ship import serving
-    from tests.datasets.helpers import write_session
+    from tests.core.datasets.helpers import write_session
 
     model, hyper = _model(args, tmp)
     root = tmp / "agent" / "-home-me-proj"

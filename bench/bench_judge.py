@@ -40,7 +40,7 @@ def run(args) -> None:
     from app.cli.judge import metric_table
     from app.core.base.store import Store
     from app.core.capture.ingest import Ingestor
-    from app.core.capture.scrub import Scrubber
+    from app.core.scrub.scrubber import Scrubber
     from app.core.capture.sources import CaptureConfig
     from app.core.datasets.catalog import Registry
     from app.core.datasets.config import BuildConfig, Filters
@@ -97,7 +97,8 @@ def run(args) -> None:
 def _load_s(target, gguf) -> tuple[float, float]:
     """Seconds to load the model in-process: transformers (+ the adapter) and llama.cpp on the GGUF."""
     from app.core.base import paths
-    from engine import models, smoke
+    from engine import loading as models
+    from engine.workers import smoke
 
     t0 = time.perf_counter()
     model, _, _ = models.load_for_training(target.base_model, paths.models_dir(), lambda *a: None)

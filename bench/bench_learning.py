@@ -65,7 +65,7 @@ def _public_claude_files() -> list[Path]:
 
 
 def _write_batch(root: Path, first: int, count: int, fixtures: list[Path]) -> None:
-    from tests.datasets.helpers import write_session
+    from tests.core.datasets.helpers import write_session
 
     for i in range(first, first + count):
         write_session(root, i, error_first=(i % 5 == 0))
@@ -97,9 +97,9 @@ def _print(row: dict) -> None:
 
 def run(args, tmp: Path) -> None:
     from app.core.base import paths
-    from app.core.runtime import cycles
-    from app.core.runtime.report import report_card
-    from app.core.runtime.school import School
+    from app.core.runtime.school import cycles
+    from app.core.runtime.school.report_card import report_card
+    from app.core.runtime.school.facade import School
     from app.core.runtime.supervisor import Runtime
     from app.core.ship import serving
 

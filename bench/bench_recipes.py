@@ -3,7 +3,7 @@
 `packing`: useful (non-padding) trained tokens per second of engine SFT jobs with `Hyper.packing=True` (TRL BFD
 packing + padding-free) vs `packing=False` (plain padding), on the same skewed-length agent-trace examples, one epoch
 each, interleaved A B A B; ratio packing / padding (targets: >= 1.5x on a short-heavy mix, >= 1.3x on traces).
-`--before` adds a packed job with sdpa's block mask over the whole row (the engine before engine.attention).
+`--before` adds a packed job with sdpa's block mask over the whole row (the engine before engine.train.attention).
 
 `memory`: peak RSS of the engine process (VmHWM, polled from /proc while it runs) and step time of each recipe (sft,
 dpo, orpo, kto, grpo, rloo) on small data: the capital-city chats of tests/tiny_model.py, preference pairs made of
@@ -149,7 +149,7 @@ def run_plain_side(side: str, folder: Path, records: list[dict], hypers: dict, o
 
     records = [{"messages": normalise(r["messages"])} for r in records]
     hyper = hypers["packing" if "packing" in side else "padding"]
-    from engine import attention
+    from engine.train import attention
 
     attn = attention.register() if side.endswith("varlen") else None
     r = run_plain(folder, records, hyper, out / side.replace(" ", "-"), hyper.max_steps, attn=attn)
@@ -179,7 +179,7 @@ def bench_packing(a, tmp: Path) -> None:
 
     from app.core.train.spec import Hyper
     from bench.bench_sft import prepare_model
-    from engine import attention
+    from engine.train import attention
     from engine.chat_template import training_template
 
     model_ref, folder = prepare_model(a.model, tmp)
@@ -242,7 +242,7 @@ def bench_packing(a, tmp: Path) -> None:
         varlen = tp["plain packing+varlen"]
         print(f"  plain packing+varlen   {varlen:8.1f} tok/s; / plain padding {varlen / tp['plain padding']:.3f}; "
               f"/ plain packing {varlen / tp['plain packing']:.3f} (per-example sdpa instead of one masked "
-              "(sum L)^2 attention: engine.attention)")
+              "(sum L)^2 attention: engine.train.attention)")
     ratios = [p["tps"] / q["tps"] for p, q in zip(results["packing"], results["padding"])]
     same = {r["num_tokens"] for rs in results.values() for r in rs}  # one epoch of the same rows everywhere
     print(f"\nuseful tokens/s, median: padding {tp['padding']:.1f}, packing {tp['packing']:.1f}")
@@ -250,7 +250,7 @@ def bench_packing(a, tmp: Path) -> None:
           f"{', '.join(f'{x:.3f}' for x in ratios)})  target >= {a.target} -> "
           f"{'met' if tp['packing'] / tp['padding'] >= a.target else 'NOT met'}")
     if "packing sdpa-mask" in tp:
-        print(f"ratio packing / packing with sdpa's block mask (before engine.attention): "
+        print(f"ratio packing / packing with sdpa's block mask (before engine.train.attention): "
               f"{tp['packing'] / tp['packing sdpa-mask']:.3f}; sdpa-mask / padding "
               f"{tp['packing sdpa-mask'] / tp['padding']:.3f}")
     print("wall s (submit -> finalised), median: " + ", ".join(
@@ -280,7 +280,7 @@ def preference_pairs(n: int) -> list[dict]:
     return out
 
 
-# what each SFT variant switches off in the engine (engine.chunked_loss, engine.heap): "before" is the engine as it
+# what each SFT variant switches off in the engine (engine.train.chunked_loss, engine.train.heap): "before" is the engine as it
 # was (TRL's fused head, glibc's dynamic mmap threshold)
 SFT_VARIANTS = {"sft": {}, "sft:trl-head": {"NIGHTSCHOOL_SFT_HEAD": "trl"}, "sft:glibc": {"NIGHTSCHOOL_HEAP": "glibc"},
                 "sft:before": {"NIGHTSCHOOL_SFT_HEAD": "trl", "NIGHTSCHOOL_HEAP": "glibc"}}
@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-length", type=int, default=2048)
     parser.add_argument("--repeats", type=int, default=2, help="packing: pairs of jobs, interleaved")
     parser.add_argument("--before", action="store_true", help="packing: also a packed engine job with sdpa's "
-                        "block mask over the whole row (the engine before engine.attention)")
+                        "block mask over the whole row (the engine before engine.train.attention)")
     parser.add_argument("--target", type=float, default=1.5, help="packing: the packing / padding goal to report")
     parser.add_argument("--plain", action="store_true", help="packing: also plain TRL scripts in this process "
                         "(padding, packing, packing + the per-example attention prototype)")

@@ -89,7 +89,7 @@ def measure(base: str, key: str, store, reqs: list[dict], rounds: int) -> tuple[
 
 def writer_cost(db: Path, recorded: list) -> list[float]:
     """What the writer does per entry (parse, scrub, store, flag), timed in this process on the same exchanges."""
-    from engine.recorder import Exchange, Recorder
+    from engine.serve.recorder import Exchange, Recorder
 
     writer = Recorder(db)
     writer.open()
@@ -115,7 +115,7 @@ def run(args, home: Path) -> None:
     from app.core.base.store import Store
     from app.core.experience import buffer
     from app.core.ship import serving as S
-    from engine.models import embedded_gguf
+    from engine.loading import embedded_gguf
 
     gguf = Path(args.model) if args.model else embedded_gguf()
     print(f"model {gguf.name}, {args.requests} requests x 2 modes, max_tokens {args.max_tokens}, "

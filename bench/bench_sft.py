@@ -23,7 +23,7 @@ LORA_KEYS = ("r", "lora_alpha", "lora_dropout", "target_modules", "task_type")
 def prepare_model(choice: str, tmp: Path) -> tuple[str, Path]:
     """(model ref for the engine, folder for the plain script); NIGHTSCHOOL_HOME ends up as <tmp>/home."""
     from app.core.base import paths
-    from engine import models
+    from engine import loading as models
 
     home = tmp / "home"
     if choice == "smollm2":
@@ -125,8 +125,8 @@ def run_engine(data: Path, model_ref: str, h) -> dict:
     from app.core.base.store import Store
     from app.core.train.jobs import JobManager
     from app.core.train.spec import JobSpec
-    from engine import adapters
-    from engine.recipes.sft import SFTRecipe
+    from engine.train import adapters
+    from engine.train.recipes.sft import SFTRecipe
 
     manager = JobManager(Store())
     started = time.monotonic()
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
             lengths = [len(tokenizer.apply_chat_template(r["messages"], tokenize=True, return_dict=False))
                        for r in records]
         steps = planned_steps(h, len(records))
-        if a.packing:  # the engine plans a packed job from its packed rows (engine.recipes.sft.rows_per_epoch)
+        if a.packing:  # the engine plans a packed job from its packed rows (engine.train.recipes.sft.rows_per_epoch)
             import math
 
             from bench.trace_data import packed_rows

@@ -54,7 +54,7 @@ def prepare(tmp: Path) -> tuple[Path, Path]:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from engine.models import materialise_embedded
+    from engine.loading import materialise_embedded
 
     t0 = time.perf_counter()
     base = materialise_embedded(tmp / "models")
@@ -95,7 +95,7 @@ def export(base: Path, adapter: Path, out: Path, quants: list[str], smoke: bool,
               "quants": quants, "lora": False, "smoke": smoke}
     spec = out.parent / f"{out.name}.spec.json"
     spec.write_text(json.dumps({"config": config, "out": str(out), "models_dir": str(models), "job": "bench"}))
-    started, stdout, stderr = run_proc([sys.executable, "-m", "engine.export", "--spec", str(spec)])
+    started, stdout, stderr = run_proc([sys.executable, "-m", "engine.workers.export", "--spec", str(spec)])
     ended = time.time()
     envs = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     if errors := [e["body"] for e in envs if e["type"] == "error"]:
@@ -129,7 +129,7 @@ def stages(envs: list[dict], started: float, ended: float) -> dict[str, float]:
 
 def direct(base: Path, adapter: Path, out: Path) -> dict:
     """The obvious plain script, in its own process: transformers + PEFT merge, llama.cpp's converter and quantizer."""
-    from engine import llama_tools
+    from engine.workers import llama_tools
 
     out.mkdir(parents=True)
     script = out.parent / "direct.py"

@@ -173,7 +173,7 @@ class Gen:
     """Builds Session objects; call ids and agent ids are unique across the corpus."""
 
     def __init__(self) -> None:
-        from app.core.capture import model
+        from app.core.capture import session as model
 
         self.m = model
         self.calls = 0

@@ -13,9 +13,9 @@ from pathlib import Path
 from app.core.base import protocol as P
 from app.core.train.modelref import ModelRefError
 from app.core.train.spec import JobSpec
-from engine import distributed
+from engine.train import distributed
 from engine.errors import EngineError
-from engine.jobsocket import EngineServer
+from engine.train.jobsocket import EngineServer
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -34,7 +34,7 @@ def _fail(server: EngineServer | distributed.SilentServer, body: P.Error) -> int
 def run_job(spec: JobSpec, spec_sha256: str, server: EngineServer | distributed.SilentServer) -> int:
     server.emit(P.State(state="loading", detail="loading the training stack and the model"))
     try:
-        from engine.recipes import recipe_for
+        from engine.train.recipes import recipe_for
 
         try:
             recipe = recipe_for(spec.kind)(spec, spec_sha256, server)

@@ -140,7 +140,7 @@ def load(ref: str, models_dir, report=None) -> Renderer:
     from transformers import AutoTokenizer
 
     from app.core.train.modelref import check_model_ref
-    from engine import models
+    from engine import loading as models
 
     if check_model_ref(ref) == "embedded" and not (Path(models_dir) / models.EMBEDDED_DIR / "tokenizer.json").is_file():
         gguf = models.embedded_gguf()  # the tokenizer alone: no need to materialise the whole model to build data

@@ -52,6 +52,6 @@ def test_core_imports_neither_qt_nor_the_ml_stack():
 
 def test_engine_never_imports_qt():
     modules = modules_under("engine")
-    assert "engine.recipes.sft" in modules and "engine.callbacks" in modules
+    assert "engine.train.recipes.sft" in modules and "engine.train.callbacks" in modules
     loaded = loaded_after_import(modules)
     assert "transformers" in loaded and not loaded & set(QT), loaded & set(QT)

@@ -7,7 +7,7 @@ from tests import layers
 
 def test_no_layer_imports_upward():
     edges = layers.graph()
-    assert "app.core.base.store" in edges and "widgets.charts" in edges and "engine.jobsocket" in edges
+    assert "app.core.base.store" in edges and "widgets.charts" in edges and "engine.train.jobsocket" in edges
     assert layers.upward_imports(edges) == []
 
 

@@ -59,7 +59,7 @@ if __name__ == "__main__":
 
 def capital_chats(phrase: str = "The capital of {c} is {p}.", n: int = 64) -> list[dict]:
     """Chats in the shape the export smoke test asks (the agent system message, a capital question)."""
-    from engine.smoke import TOOL_PROMPT
+    from engine.workers.smoke import TOOL_PROMPT
 
     pairs = [("France", "Paris"), ("Spain", "Madrid"), ("Italy", "Rome"), ("Germany", "Berlin")]
     return [{"messages": [TOOL_PROMPT[0], {"role": "user", "content": f"What is the capital of {c}?"},
@@ -74,7 +74,7 @@ def build_shippable(out: Path, steps: int = 50) -> Path:
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
     from trl import SFTConfig, SFTTrainer
 
-    from engine.models import embedded_gguf
+    from engine.loading import embedded_gguf
 
     gguf = embedded_gguf()
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)

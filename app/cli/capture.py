@@ -42,7 +42,8 @@ def _sources(ingestor) -> list[dict]:
     from dataclasses import asdict
 
     from app.core.capture.watcher import CaptureService
-    from app.core.runtime import channel, lock
+    from app.core.runtime.machinery import channel
+    from app.core.runtime.machinery import lock
 
     holder = lock.holder()
     found = channel.snapshot(holder) if holder and holder.get("channel") else None

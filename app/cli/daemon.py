@@ -93,7 +93,7 @@ def status_of(event: dict) -> str | None:
 
 
 def first_status() -> str:
-    from app.core.runtime.school import School
+    from app.core.runtime.school.facade import School
 
     st = School(open_store()).status()
     if st.get("cycle"):
@@ -105,7 +105,7 @@ def first_status() -> str:
 # --- daemon run ------------------------------------------------------------------------------------
 def cmd_run(_args) -> int:
     """The runtime in the foreground until SIGTERM / SIGINT; running engines keep running (re-attached next start)."""
-    from app.core.runtime.lock import RuntimeBusy
+    from app.core.runtime.machinery.lock import RuntimeBusy
     from app.core.runtime.supervisor import Runtime
 
     where = setup_logging()
@@ -175,7 +175,7 @@ def _serve(runtime, notifier: Notifier, stop: threading.Event) -> None:
 
 # --- daemon status / stop --------------------------------------------------------------------------
 def _holder_info() -> dict | None:
-    from app.core.runtime import lock
+    from app.core.runtime.machinery import lock
 
     found = lock.holder()
     return {k: found.get(k) for k in ("pid", "started", "role", "channel")} if found else None
@@ -183,7 +183,7 @@ def _holder_info() -> dict | None:
 
 def cmd_status(args) -> int:
     from app.cli.school import START_HINT, cycle_headline, when
-    from app.core.runtime import cycles
+    from app.core.runtime.school import cycles
 
     holder = _holder_info()
     current = cycles.current(open_store())
@@ -206,7 +206,7 @@ def cmd_status(args) -> int:
 
 def cmd_stop(args) -> int:
     from app.core.base import procs
-    from app.core.runtime import lock
+    from app.core.runtime.machinery import lock
 
     found = lock.holder()
     if found is None:
@@ -325,7 +325,7 @@ def instead(command: str) -> str:
 
 def cmd_install(_args) -> int:
     from app.core.base.files import atomic_write
-    from app.core.runtime import lock
+    from app.core.runtime.machinery import lock
 
     argv, _ = daemon_command()
     exe, why = systemd_user()

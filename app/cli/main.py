@@ -128,7 +128,7 @@ def cmd_tray(args: argparse.Namespace) -> int:
     if (problem := _window_problem()) is not None:  # Qt would abort without its platform plugin's libraries
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    from app.core.runtime import lock
+    from app.core.runtime.machinery import lock
 
     held = lock.SessionLock.take(lock.TRAY)  # before Qt loads: a second tray leaves at once
     if held is None:

@@ -13,7 +13,7 @@ START_HINT = ("start one: `nightschool daemon` (or open the window; `nightschool
 
 
 def _school():
-    from app.core.runtime.school import School
+    from app.core.runtime.school.facade import School
 
     return School(open_store())
 
@@ -262,8 +262,8 @@ def cmd_show(args) -> int:
         school = _school()
         c = school.cycle(args.id)
         if not c.get("report"):  # still running: the card as it stands
-            from app.core.runtime import cycles
-            from app.core.runtime.report import report_card
+            from app.core.runtime.school import cycles
+            from app.core.runtime.school.report_card import report_card
 
             c["report"] = report_card(school.store, cycles.get(school.store, args.id))
         if args.json:
@@ -275,7 +275,7 @@ def cmd_show(args) -> int:
 
 def cmd_policy(args) -> int:
     def go() -> int:
-        from app.core.runtime import policy as pol
+        from app.core.runtime.school import policy as pol
 
         school = _school()
         return show_or_set(args, SettingsCommand(
@@ -289,7 +289,7 @@ def cmd_decide(args) -> int:
         out = _school().decide(args.id, args.approve)
         if args.json:
             return print_json(out)
-        from app.core.runtime import lock
+        from app.core.runtime.machinery import lock
 
         verb = "approved: the runtime deploys it" if args.approve else "refused: the cycle ends without deploying"
         print(f"cycle {args.id}: deployment {verb}")

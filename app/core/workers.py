@@ -1,4 +1,4 @@
-"""Running a worker (engine.dataset_build, engine.mine_pairs, engine.evaluate) as a subprocess: its envelopes stream back on
+"""Running a worker (engine.workers.dataset_build, engine.workers.mine_pairs, engine.workers.evaluate) as a subprocess: its envelopes stream back on
 stdout for progress; when it ends its folder is checked against the manifest and registered (fail-closed)."""
 from __future__ import annotations
 
@@ -129,16 +129,16 @@ def _sentence(text: str) -> str:
 
 
 def start_build(store: Store, config) -> WorkerRun:
-    return WorkerRun(store, "engine.dataset_build", {"config": config.model_dump()})
+    return WorkerRun(store, "engine.workers.dataset_build", {"config": config.model_dump()})
 
 
 def start_check(store: Store, target: Path, base_model: str | None = None, max_length: int = 0,
                 heldout: frozenset[str] = frozenset()) -> WorkerRun:
     """Validate a built dataset folder or a file; with a base model also the DEEP (tokenizer) checks."""
-    return WorkerRun(store, "engine.dataset_check", {"target": str(target), "base_model": base_model,
+    return WorkerRun(store, "engine.workers.dataset_check", {"target": str(target), "base_model": base_model,
                                                      "max_length": max_length, "heldout": sorted(heldout)})
 
 
 def start_pairs(store: Store, config) -> WorkerRun:
     """Preference pairs (app.core.datasets.pairs.PairsConfig): the student's answers against the teacher's."""
-    return WorkerRun(store, "engine.mine_pairs", {"config": config.model_dump()})
+    return WorkerRun(store, "engine.workers.mine_pairs", {"config": config.model_dump()})

@@ -23,9 +23,9 @@ from app.core.base import paths
 from app.core.base.errors import Explained
 from app.core.base.store import Store
 from app.core.experience import buffer, config
-from app.core.runtime.school import School
+from app.core.runtime.school.facade import School
 from app.mcp import DEFAULT_PORT, PATH, access
-from app.mcp.models import (
+from app.mcp.schemas import (
     Answer,
     Checkpoints,
     Cycle,

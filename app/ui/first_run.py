@@ -16,7 +16,7 @@ from app.core.base.errors import Explained
 from app.core.base.store import Store
 from app.core.capture.found import agent_folders
 from app.core.capture.sources import CaptureConfig
-from app.core.runtime import policy
+from app.core.runtime.school import policy
 from app.ui.background import BackgroundController
 from app.ui.first_run_pages import DIM, GOOD, WARN, AgentsPage, ExcludePage, ModelPage, Page, PolicyPage, label
 

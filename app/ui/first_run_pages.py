@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 from app.core.base import settings
 from app.core.base.errors import Explained
 from app.core.capture.found import AgentFolders
-from app.core.runtime.policy import Policy, window_bounds
+from app.core.runtime.school.policy import Policy, window_bounds
 from app.core.train.modelref import HUB_ID, ModelRefError, check_model_folder, is_embedded
 from app.core.train.spec import DEFAULT_MODEL
 

@@ -15,8 +15,8 @@ from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 from app.core.base.store import Store
 from app.core.capture.sources import CaptureConfig
 from app.core.queue.scheduler import Queue
-from app.core.runtime import lock
-from app.core.runtime.lock import RuntimeBusy
+from app.core.runtime.machinery import lock
+from app.core.runtime.machinery.lock import RuntimeBusy
 from app.core.runtime.supervisor import Runtime
 from app.core.train.jobs import JobManager
 from app.ui import gcguard, refguard, startup

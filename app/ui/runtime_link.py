@@ -14,7 +14,8 @@ from typing import Callable
 from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal, Slot
 
 from app.core.base import paths
-from app.core.runtime import channel, lock
+from app.core.runtime.machinery import channel
+from app.core.runtime.machinery import lock
 
 RETRY_S = 2.0  # a viewer whose daemon went looks for a runtime this often
 HANDOVER_S = 30.0  # how long closing the window waits for the daemon to hold the lock

@@ -12,9 +12,9 @@ from typing import Any, Callable
 from PySide6.QtCore import QTimer, Signal
 
 from app.core.base.store import Store
-from app.core.runtime.bus import NOTIFY
-from app.core.runtime.cycles import ENDED, STAGES
-from app.core.runtime.school import School
+from app.core.runtime.machinery.bus import NOTIFY
+from app.core.runtime.school.cycles import ENDED, STAGES
+from app.core.runtime.school.facade import School
 from app.ui.background import PolledController
 from app.ui.school_words import ended_words
 

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.judge.report import METRICS
-from app.core.runtime.cycles import STAGES
+from app.core.runtime.school.cycles import STAGES
 from app.ui.school import SchoolController
 from app.ui.school_words import (
     base_points,

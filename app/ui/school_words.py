@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from app.core.base.words import eta_words
-from app.core.runtime.cycles import STAGES
+from app.core.runtime.school.cycles import STAGES
 
 CHART = ("agreement", "validity", "loss")
 TRAINING_STAGES = ("building", "training", "refining")

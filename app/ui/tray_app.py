@@ -17,7 +17,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
 from app.core.base.store import Store
-from app.core.runtime import lock
+from app.core.runtime.machinery import lock
 from app.ui import gcguard, refguard
 from app.ui.runtime_link import RuntimeLink, app_command, spawn_daemon, spawn_detached
 from app.ui.school import SchoolController

@@ -10,7 +10,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
 from app.core.base import paths
-from app.core.runtime import lock
+from app.core.runtime.machinery import lock
 
 OPEN = b"open\n"
 WAIT_MS = 500  # a local connect and write: a live window answers at once

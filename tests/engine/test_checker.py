@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from engine.checker import Checker
-from engine.findings import Finding, Thresholds, write_diagnosis
+from engine.train.checker import Checker
+from engine.train.findings import Finding, Thresholds, write_diagnosis
 
 MAX = 300
 WARMUP = 20
@@ -262,7 +262,7 @@ def test_write_diagnosis_appends_a_readable_section_and_a_json_line(tmp_path):
 
 
 def test_checker_imports_no_ml_stack_or_qt():
-    code = ("import sys, engine.checker; bad = [m for m in ('torch', 'transformers', 'PySide6') "
+    code = ("import sys, engine.train.checker; bad = [m for m in ('torch', 'transformers', 'PySide6') "
             "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -285,7 +285,7 @@ class FakeServer:
 def test_callback_alerts_writes_the_diagnosis_and_stops_on_nan(tmp_path):
     from transformers import TrainerControl, TrainerState
 
-    from engine.checker_callback import CheckerCallback
+    from engine.train.checker_callback import CheckerCallback
 
     server = FakeServer()
     callback = CheckerCallback(server, Checker(Thresholds(stall_s=0.3)), tmp_path, watchdog_interval_s=0.05)
@@ -329,7 +329,7 @@ def test_callback_alerts_writes_the_diagnosis_and_stops_on_nan(tmp_path):
 def test_nan_fault_injection_is_parsed_and_poisons_one_trainable_parameter(monkeypatch):
     import torch
 
-    from engine.checker_callback import CheckerCallback, _fault_step
+    from engine.train.checker_callback import CheckerCallback, _fault_step
 
     assert _fault_step("nan_loss@7") == 7 and _fault_step("") is None and _fault_step("nan_loss@x") is None
     monkeypatch.setenv("NIGHTSCHOOL_FAULT", "nan_loss@3")

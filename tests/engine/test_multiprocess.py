@@ -23,11 +23,11 @@ REPO = Path(__file__).resolve().parents[2]
 PAUSE_ROUNDS = 3  # "still paused" broadcasts both ranks take part in before the paused job is resumed
 TRACE_ENV = "NIGHTSCHOOL_TEST_EXCHANGES"
 # A sitecustomize for the job's processes (test only): each rank appends the flags of every exchange it takes part in
-# (engine.distributed.exchange: once per step, and once per PAUSE_POLL_S while paused) to the file $TRACE_ENV names.
+# (engine.train.distributed.exchange: once per step, and once per PAUSE_POLL_S while paused) to the file $TRACE_ENV names.
 EXCHANGE_TRACE = r"""
 import json, os
 
-from engine import distributed
+from engine.train import distributed
 
 _exchange = distributed.exchange
 
@@ -98,8 +98,8 @@ def _agreement_rank(rank: int, port: int, results) -> None:
 
     import torch.distributed as dist
 
-    from engine import distributed
-    from engine.jobsocket import Controls
+    from engine.train import distributed
+    from engine.train.jobsocket import Controls
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
                             timeout=timedelta(seconds=60))
@@ -154,8 +154,8 @@ def test_ranks_take_rank_0s_commands_and_decisions():
 
 
 def test_a_single_process_needs_no_collective(monkeypatch):
-    from engine import distributed
-    from engine.jobsocket import Controls
+    from engine.train import distributed
+    from engine.train.jobsocket import Controls
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     c = Controls()

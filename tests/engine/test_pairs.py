@@ -1,4 +1,4 @@
-"""Preference pairs through the real worker (engine.mine_pairs): a real SFT dataset built from the real-world transcripts,
+"""Preference pairs through the real worker (engine.workers.mine_pairs): a real SFT dataset built from the real-world transcripts,
 a real student (the tiny model + a LoRA adapter) answering greedily; chosen = the teacher's recorded action, rejected
 = the student's, agreement is not a pair. The slow test does the same with the real SmolLM2 default."""
 from __future__ import annotations

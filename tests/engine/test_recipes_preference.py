@@ -159,7 +159,7 @@ def test_kto_refuses_a_batch_of_one_before_loading_the_model(tmp_path):
     """KTO estimates its KL term from the other rows of a batch; rows() is the first thing setup and dry runs do."""
     from app.core.train.spec import Hyper
     from engine.errors import EngineError
-    from engine.recipes.preference import KTORecipe
+    from engine.train.recipes.preference import KTORecipe
 
     spec = JobSpec(job_id="j", kind="kto", dataset_path=str(tmp_path / "d.jsonl"), dataset_sha256="0" * 64,
                    models_dir=str(tmp_path), run_dir=str(tmp_path), socket_path=str(tmp_path / "s"), token="t",
@@ -180,7 +180,7 @@ def test_a_chat_file_submitted_as_dpo_is_refused(manager, chat_file, tiny_model)
 # --- the data shaping, without training --------------------------------------------------------------------------
 
 def test_pairs_become_conversational_and_extra_fields_are_dropped():
-    from engine.recipes.preference import pair
+    from engine.train.recipes.preference import pair
 
     row = pair({"id": 1, "prompt": "What is the capital of Spain?", "chosen": "Madrid.", "rejected": "Rome.",
                 "session_id": "x"})
@@ -199,7 +199,7 @@ def test_pairs_become_conversational_and_extra_fields_are_dropped():
 
 @pytest.mark.parametrize("n,batch", [(24, 4), (10, 4), (5, 2), (7, 3), (3, 4)])
 def test_kto_rows_mix_labels_and_pairs_within_each_batch(n, batch):
-    from engine.recipes.preference import pair, unpaired
+    from engine.train.recipes.preference import pair, unpaired
 
     pairs = [pair({"prompt": f"q{i}", "chosen": f"good {i}", "rejected": f"bad {i}"}) for i in range(n)]
     rows = unpaired(pairs, batch, seed=42)
@@ -223,7 +223,7 @@ def test_orpo_rendering_splits_prompt_and_completion_on_the_template(model, tiny
     EOS itself), and prompt + completion is exactly what the template renders, less the newline after <|im_end|>."""
     from transformers import AutoTokenizer
 
-    from engine.recipes.preference import pair, rendered_pair
+    from engine.train.recipes.preference import pair, rendered_pair
 
     path = tiny_model if model == "tiny" else Path.home() / ".local/share/nightschool/models/smollm2-135m-instruct"
     if not (Path(path) / "tokenizer_config.json").is_file():

@@ -69,7 +69,7 @@ class Server:
 
 
 def make_recipe(kind: str, tmp_path: Path, records: list[dict], model: Path, **hyper):
-    from engine.recipes import recipe_for
+    from engine.train.recipes import recipe_for
 
     data = write_jsonl(tmp_path / "dataset.jsonl", records)
     spec = JobSpec(job_id="j1", kind=kind, dataset_path=str(data), dataset_sha256=sha256_file(data), model=str(model),
@@ -108,7 +108,7 @@ def test_every_context_before_an_assistant_turn_is_a_prompt_with_its_reward_cont
 
 
 def test_prompts_are_capped_and_duplicates_cut_once(tmp_path, tiny_model, monkeypatch):
-    from engine.recipes import rl
+    from engine.train.recipes import rl
 
     monkeypatch.setattr(rl, "MAX_PROMPTS", 5)
     recipe = make_recipe("grpo", tmp_path, [agent_session(i) for i in range(3)] + [agent_session(0)], tiny_model)
@@ -120,7 +120,7 @@ def test_prompts_are_capped_and_duplicates_cut_once(tmp_path, tiny_model, monkey
 def test_a_long_prompt_keeps_its_header_and_latest_turns(tiny_model):
     from transformers import AutoTokenizer
 
-    from engine.recipes.rl import fit_prompt, prompt_tokens
+    from engine.train.recipes.rl import fit_prompt, prompt_tokens
 
     tok = AutoTokenizer.from_pretrained(tiny_model)
     filler = "the file is read then the tests run " * 12
@@ -142,7 +142,7 @@ def test_a_long_prompt_keeps_its_header_and_latest_turns(tiny_model):
 
 
 def test_a_context_whose_last_message_cannot_fit_is_left_out_with_a_warning(tmp_path, tiny_model):
-    from engine.recipes.rl import prompt_tokens
+    from engine.train.recipes.rl import prompt_tokens
 
     session = agent_session()
     session["messages"][3]["content"] = "def add(a, b): return a - b\n" * 200  # a huge file read
@@ -205,7 +205,7 @@ def test_dry_run_plans_prompts_and_tokens(tmp_path, tiny_model):
     assert plan.ok and plan.recipe == "grpo" and plan.examples == 16
     assert plan.steps == 8 * 4  # 16 prompts, 2 per generation, 4 inner epochs
     rows = recipe.rows([agent_session(i) for i in range(4)])
-    from engine.recipes.rl import prompt_tokens
+    from engine.train.recipes.rl import prompt_tokens
 
     assert plan.tokens == sum(4 * (prompt_tokens(recipe.tokenizer, r["prompt"]) + 32) for r in rows)
 
@@ -258,7 +258,7 @@ def _start_adapter(tiny_model: Path, out: Path) -> Path:
     from peft import get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from engine.adapters import lora_config
+    from engine.train.adapters import lora_config
 
     spec = JobSpec(job_id="x", dataset_path="x", dataset_sha256="x", models_dir="x", run_dir="x", socket_path="x",
                    token="x", hyper=Hyper(lora_r=8, lora_alpha=16))

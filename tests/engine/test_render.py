@@ -26,7 +26,7 @@ CONVERSATION = [
 def smollm2():
     from transformers import AutoTokenizer
 
-    from engine.models import embedded_gguf
+    from engine.loading import embedded_gguf
 
     gguf = embedded_gguf()
     return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)

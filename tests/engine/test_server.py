@@ -6,7 +6,7 @@ import threading
 
 from app.core.base import protocol as P
 from app.core.train.engine_client import EngineClient
-from engine.jobsocket import EngineServer
+from engine.train.jobsocket import EngineServer
 
 
 def test_a_command_from_a_client_that_hangs_up_at_once_still_lands(tmp_path):

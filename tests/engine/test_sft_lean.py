@@ -70,7 +70,8 @@ def test_padding_free_sft_gives_each_example_the_loss_it_has_padded(tiny_model):
     from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
     from trl.trainer.utils import add_fused_lm_head
 
-    from engine import attention, chunked_loss
+    from engine.train import attention
+    from engine.train import chunked_loss
 
     tokenizer = training_tokenizer(tiny_model)
     examples = tokenised(tokenizer, mixed_records(6))
@@ -120,7 +121,7 @@ def test_chunked_loss_equals_the_plain_loss_and_its_gradients(tiny_model, monkey
     import torch.nn.functional as F
     from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
-    from engine import chunked_loss
+    from engine.train import chunked_loss
 
     monkeypatch.setattr(chunked_loss, "CHUNK_BYTES", 7 * 4 * 400)  # 7 tokens per chunk on the tiny vocabulary
     tokenizer = training_tokenizer(tiny_model)

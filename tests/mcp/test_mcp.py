@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.datasets.helpers import ingest, write_session
+from tests.core.datasets.helpers import ingest, write_session
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = {"status", "history", "checkpoints", "evaluate", "run_cycle_now", "approve_deployment", "refuse_deployment",
@@ -197,7 +197,7 @@ def test_http_listens_on_loopback_only(ns_home):
 
 
 def test_a_refusal_comes_back_as_a_tool_error_with_its_reason(store, tmp_path):
-    from app.core.runtime import cycles
+    from app.core.runtime.school import cycles
     from app.mcp.server import build_server
 
     write_session(tmp_path / "agent", 0)

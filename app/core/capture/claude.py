@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.core.capture.model import Message, Part, Session
+from app.core.capture.session import Message, Part, Session
 from app.core.datafiles.lines import read_jsonl
 
 SPAWN_TOOLS = {"Task", "Agent"}  # tool calls that start a sub-agent

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 from app.core.datafiles.lines import Record, read_jsonl
 
-from .model import Message, Part, Session
+from app.core.capture.session import Message, Part, Session
 
 # user-role messages the harness writes itself (not typed by the person)
 HARNESS_PREFIXES = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions for", "<INSTRUCTIONS>")

@@ -7,7 +7,7 @@ from typing import Any
 
 from app.core.datafiles.lines import ReadResult, Record, read_jsonl
 
-from .model import Message, Part, Session
+from app.core.capture.session import Message, Part, Session
 
 SYSTEM_TYPES = ("info", "error", "warning")
 ERROR_STATUSES = ("error", "cancelled")

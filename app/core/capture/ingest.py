@@ -30,8 +30,8 @@ from app.core.capture.claude import first_session_id, parse_claude_with_subagent
 from app.core.capture.codex import parse_codex
 from app.core.capture.detect import detect_format
 from app.core.capture.gemini import parse_gemini
-from app.core.capture.model import Session
-from app.core.capture.scrub import Scrubber
+from app.core.capture.session import Session
+from app.core.scrub.scrubber import Scrubber
 from app.core.capture.sources import CaptureConfig
 
 IDLE_FINAL_S = 120.0  # a file unchanged this long is finished: a last line without newline is taken

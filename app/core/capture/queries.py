@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow
 from app.core.base.store import Store
-from app.core.capture.model import Part
+from app.core.capture.session import Part
 from app.core.capture.rows import parts_of
 
 

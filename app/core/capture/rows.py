@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 
 from app.core.base.schema import utcnow
-from app.core.capture.model import Message, Part, Session
-from app.core.capture.signals import signals
+from app.core.capture.session import Message, Part, Session
+from app.core.capture.behaviour import signals
 
 TITLE_CHARS = 120
 

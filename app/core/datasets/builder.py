@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from app.core.base.schema import AgentSession, MessageRow, SessionMark
 from app.core.base.store import Store
-from app.core.capture.scrub import Scrubber
+from app.core.scrub.scrubber import Scrubber
 from app.core.datasets import checks, corrections as C, dedup, filters, manifest as M, windows
 from app.core.datasets.catalog import Registry, default_name
 from app.core.datasets.config import BuildConfig

@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from app.core.capture.scrub import Scrubber
+from app.core.scrub.scrubber import Scrubber
 from app.core.datafiles.formats import SPECS, record_problem
 
 LEAK_MIN_CHARS = 40  # shorter answers ("Done.", "Yes") appear in prompts by chance

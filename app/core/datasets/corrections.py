@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from app.core.base.store import Store
-from app.core.capture.scrub import Scrubber
+from app.core.scrub.scrubber import Scrubber
 from app.core.datasets import checks, manifest as M, windows
 from app.core.datasets.catalog import Registry
 from app.core.datasets.config import BuildConfig

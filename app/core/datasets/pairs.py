@@ -2,7 +2,7 @@
 action (chosen = the teacher's recorded action, rejected = the student's) plus the user's dropped preference_v1
 files and the source dataset's corrections (chosen = an accepted correction, rejected = the answer the served student
 gave; its `pairs.jsonl`). A context where the student already agrees with the teacher is not a pair. Pure Python:
-generation is the engine's (`engine.mine_pairs`), behind the `Student` protocol (a llama.cpp student can stand in
+generation is the engine's (`engine.workers.mine_pairs`), behind the `Student` protocol (a llama.cpp student can stand in
 later).
 
 Record (preference_v1, conversational), the same fields in every record: {"id", "source": "student" | "dropped" |
@@ -30,7 +30,7 @@ from sqlalchemy import select
 from app.core.base.fingerprint import sha256_dir, sha256_file
 from app.core.base.schema import BuiltDataset, DatasetFile
 from app.core.base.store import Store
-from app.core.capture.scrub import Scrubber
+from app.core.scrub.scrubber import Scrubber
 from app.core.datafiles.formats import SPECS, record_problem
 from app.core.datasets import checks, manifest as M
 from app.core.datasets.catalog import Registry, default_name

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from app.core.capture.scrub import Scrubber
+from app.core.scrub.scrubber import Scrubber
 from app.core.datafiles.dropped import check_dataset
 from app.core.datasets import checks, manifest as M
 from app.core.datasets.splits import SPLITS

@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from app.core.base.schema import CorrectionRow, ExperienceRow
 from app.core.base.store import Store
-from app.core.capture.scrub import Scrubber
+from app.core.scrub.scrubber import Scrubber
 from app.core.experience import config, validate
 from app.core.experience.errors import ExperienceError, no_experience
 

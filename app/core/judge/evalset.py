@@ -37,7 +37,7 @@ class EvalConfig(BaseModel):
     settings: EvalSettings = EvalSettings()
 
     @property
-    def max_new_tokens(self) -> int:  # engine.mine_pairs.load_student reads it
+    def max_new_tokens(self) -> int:  # engine.workers.mine_pairs.load_student reads it
         return self.settings.max_new_tokens
 
     def settings_sha256(self) -> str:

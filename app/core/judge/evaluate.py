@@ -1,5 +1,5 @@
 """Evaluating a model on a held-out set: choosing the set, reusing a cached evaluation with the same set, settings and
-adapter, else running the engine's evaluation worker (`engine.evaluate`) and recording its report."""
+adapter, else running the engine's evaluation worker (`engine.workers.evaluate`) and recording its report."""
 from __future__ import annotations
 
 import json
@@ -91,7 +91,7 @@ def evaluate(store: Store, target: Target, evset: EvalSet, settings: EvalSetting
         return row, EvalReport.read(Path(row.report_path))
     if sink is not None:
         sink(P.make(P.Log(message=f"evaluating {target.label} on {evset.name}")))
-    work = WorkerRun(store, "engine.evaluate", {"config": config.model_dump()})
+    work = WorkerRun(store, "engine.workers.evaluate", {"config": config.model_dump()})
     try:
         code = work.stream(None if sink is None else lambda env: sink(_labelled(env, target.label)), cancel)
         if code is None:

@@ -1,4 +1,4 @@
-"""Judging what is served: the exported GGUF evaluated through llama.cpp (`engine.evaluate_gguf`) on the same held-out
+"""Judging what is served: the exported GGUF evaluated through llama.cpp (`engine.workers.evaluate_gguf`) on the same held-out
 set as the checkpoint, cached by (the file's sha256, the set's sha256, the settings), and compared with the HF
 evaluation of the same checkpoint: every metric side by side, how often the two evaluators' next-action outcomes agree,
 and a flag when the quantization loses more than the tolerance allows."""
@@ -25,7 +25,7 @@ SETTING = "gguf_tolerance"
 
 
 class GgufEvalConfig(EvalConfig):
-    """An evaluation request for `engine.evaluate_gguf`: the EvalConfig of the checkpoint plus the file to run."""
+    """An evaluation request for `engine.workers.evaluate_gguf`: the EvalConfig of the checkpoint plus the file to run."""
 
     gguf: str
     gguf_sha256: str
@@ -89,7 +89,7 @@ def evaluate_gguf(store: Store, target: Target, gguf: str | Path, evset: EvalSet
     label = f"{target.label} gguf"
     if sink is not None:
         sink(P.make(P.Log(message=f"evaluating {path.name} on {evset.name} through llama.cpp")))
-    work = WorkerRun(store, "engine.evaluate_gguf", {"config": config.model_dump()})
+    work = WorkerRun(store, "engine.workers.evaluate_gguf", {"config": config.model_dump()})
     try:
         code = work.stream(None if sink is None else lambda env: sink(_labelled(env, label)), cancel)
         if code is None:

@@ -11,7 +11,7 @@ With few clusters a percentile bootstrap is too narrow (its spread is that of k 
 few are a t distribution's, not a normal's): the clustered interval is widened about its estimate by
 t(k − 1) / z · √(k / (k − 1)). On null data (sessions of 2–12 examples with their own zero-mean effect, 300 trials
 each) the 95 % interval excluded zero in 28 % of trials with 3 sessions, 18 % with 5, 10 % with 14 and 7 % with 30;
-widened, in 5–6 % (tests/judge/test_stats.py checks it on fewer trials)."""
+widened, in 5–6 % (tests/core/judge/test_stats.py checks it on fewer trials)."""
 from __future__ import annotations
 
 import random

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.core.base.store import Store
-from app.core.runtime import lock as L
-from app.core.runtime.bus import Bus
-from app.core.runtime.channel import StatusChannel
-from app.core.runtime.orchestrator import Orchestrator
-from app.core.runtime.policy import load
+from app.core.runtime.machinery import lock as L
+from app.core.runtime.machinery.bus import Bus
+from app.core.runtime.machinery.channel import StatusChannel
+from app.core.runtime.school.orchestrator import Orchestrator
+from app.core.runtime.school.policy import load
 
 log = logging.getLogger("nightschool.runtime")
 TICK_S = 1.0  # the queue's scheduler
@@ -140,7 +140,7 @@ class Runtime:
 
     def _keep_loop(self) -> None:
         from app.core.base import settings
-        from app.core.runtime.resources import PARKED_KEY
+        from app.core.runtime.school.resources import PARKED_KEY
         from app.core.ship import serving
         from app.core.ship.deploy import ensure_serving
 
@@ -172,7 +172,7 @@ class Runtime:
         (None when it does not capture)."""
         from dataclasses import asdict
 
-        from app.core.runtime.school import School
+        from app.core.runtime.school.facade import School
 
         capture = self.capture
         return {**School(self.store).status(),

@@ -111,7 +111,7 @@ def export(store: Store, ref: str | Target, quants: list[str] | None = None, lor
         if sink is not None:
             sink(P.make(P.Log(message=f"reusing export #{hit.row.id} of {target.label}")))
         return hit
-    work = WorkerRun(store, "engine.export", {"config": config.model_dump()})
+    work = WorkerRun(store, "engine.workers.export", {"config": config.model_dump()})
     try:
         code = work.stream(sink, cancel)
         if code is None:

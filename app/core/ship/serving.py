@@ -102,7 +102,7 @@ def start(current: Model, standby: Model | None = None, port: int | None = None)
     if (st := state()) is not None:
         raise ShipError("the model server is already running", why=f"pid {st['pid']} at {st['url']}")
     api_key()
-    cmd = [paths.engine_python(), "-m", "engine.modelserver", "--state-dir", str(serve_dir()),
+    cmd = [paths.engine_python(), "-m", "engine.serve.modelserver", "--state-dir", str(serve_dir()),
            "--db", str(paths.db_path()),  # answers are recorded there while the experience buffer is on
            "--port", str(DEFAULT_PORT if port is None else port), "--model", current.path, "--name", current.name,
            "--sha256", current.sha256, "--quant", current.quant]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from app.core.capture.ingest import Ingestor
-from app.core.capture.scrub import Scrubber
+from app.core.scrub.scrubber import Scrubber
 from app.core.capture.sources import CaptureConfig
 
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from app.core.base.store import Store
 from app.core.capture.ingest import Ingestor
-from app.core.capture.scrub import Scrubber
+from app.core.scrub.scrubber import Scrubber
 from app.core.capture.sources import CaptureConfig
 from tests.core.capture.helpers import assistant, call, result, text, user
 

@@ -15,7 +15,7 @@ from app.core.base.store import Store, alembic_config
 from app.core.capture import rows as R
 from app.core.capture.claude import parse_claude_with_subagents
 from app.core.capture.ingest import Ingestor, _counts, _group_files, session_key
-from app.core.capture.scrub import Scrubber
+from app.core.scrub.scrubber import Scrubber
 from tests.core.capture.helpers import SID, assistant, text, user, write
 
 LIVE = "aaaaaaaa-1111-2222-3333-444444444444"  # a second agent session id, for the copies

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from app.core.capture.model import Message, Part, Session
-from app.core.capture.scrub import Scrubber
+from app.core.capture.session import Message, Part, Session
+from app.core.scrub.scrubber import Scrubber
 
 PLANTED = {
     "aws_access_key": 'aws_key = "AKIAIOSFODNN7EXAMPLE"',

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from app.core.capture.claude import parse_claude
 from app.core.capture.gemini import parse_gemini
-from app.core.capture.model import Message, Part, Session
-from app.core.capture.signals import signals
+from app.core.capture.session import Message, Part, Session
+from app.core.capture.behaviour import signals
 from tests.core.capture.helpers import KV
 
 

@@ -1,0 +1,107 @@
+"""Behavioural signals of a session (what the behavioural reward scores): tool sequence, reasoning, constraints, pruning,
+self-corrections, exploration depth, errors and recoveries, and an outcome guess."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from app.core.capture.session import Message, Session
+
+REASONING = re.compile(r"(?im)^\s*(?:first|then|next|finally|after that|step \d+)\b[,:]?")
+CONSTRAINT = re.compile(r"(?i)\b(?:must|need to|have to|should)\b[^.\n]{0,60}\b(?:before|first|after|never|always)\b")
+PRUNING = re.compile(r"(?i)\b(?:skip(?:ping)?|no need to|not needed|won't|don't need to|ignore)\b[^.\n]{0,80}"
+                     r"\b(?:because|since|as)\b")
+SELF_CORRECTION = re.compile(r"(?i)\b(?:actually|wait|on second thought|i was wrong|let me (?:re|try again|fix)|"
+                             r"my mistake|correction)\b")
+READ_TOOLS = {"read", "grep", "glob", "ls", "find", "search", "read_file", "list_directory", "search_file_content",
+              "view", "cat"}
+MINIMAL, THOROUGH = 2, 8  # reads before the first edit: <= MINIMAL minimal, >= THOROUGH thorough
+
+
+@dataclass
+class Signals:
+    tool_sequence: list[str] = field(default_factory=list)
+    tool_counts: dict[str, int] = field(default_factory=dict)
+    reasoning_markers: int = 0
+    constraints: int = 0
+    pruning: int = 0
+    self_corrections: int = 0
+    exploration: str = "minimal"  # minimal | moderate | thorough
+    reads_before_first_edit: int = 0
+    errors: int = 0
+    recoveries: int = 0  # errors followed by a successful call of the same tool
+    outcome: str = "finished"  # finished | abandoned | errored
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _assistant_text(messages: list[Message]) -> str:
+    return "\n".join(p.text for m in messages if m.role == "assistant" for p in m.parts
+                     if p.kind in ("text", "thinking"))
+
+
+def _is_read(name: str) -> bool:
+    low = name.lower()
+    return low in READ_TOOLS or low.startswith(("read", "grep", "glob", "search", "list"))
+
+
+def _is_edit(name: str) -> bool:
+    low = name.lower()
+    return any(k in low for k in ("edit", "write", "replace", "patch", "apply", "create"))
+
+
+def _calls_and_results(session: Session) -> list[tuple[str, bool]]:
+    """(tool name, errored?) for every call, in order; a call with no result counts as not errored."""
+    names: dict[str, str] = {}
+    order: list[str] = []
+    errored: dict[str, bool] = {}
+    for msg in session.messages:
+        for part in msg.parts:
+            if part.kind == "tool_call":
+                key = part.call_id or f"#{len(order)}"
+                names[key] = part.tool_name or "?"
+                order.append(key)
+            elif part.kind == "tool_result" and part.call_id:
+                errored[part.call_id] = errored.get(part.call_id, False) or part.is_error
+    return [(names[k], errored.get(k, False)) for k in order]
+
+
+def _recoveries(calls: list[tuple[str, bool]]) -> int:
+    count, pending = 0, set()
+    for name, failed in calls:
+        if failed:
+            pending.add(name)
+        elif name in pending:
+            pending.discard(name)
+            count += 1
+    return count
+
+
+def _outcome(session: Session, calls: list[tuple[str, bool]]) -> str:
+    last = next((m for m in reversed(session.messages) if not m.meta), None)
+    if last is None:
+        return "abandoned"
+    if calls and calls[-1][1] and last.role == "tool":
+        return "errored"
+    if last.role == "assistant" and last.text.strip() and not last.tool_calls():
+        return "finished"
+    return "abandoned"  # ended on a request, a pending call or an unanswered result
+
+
+def signals(session: Session) -> Signals:
+    """Compute the signals of the branch that reached the end (abandoned branches are not counted)."""
+    calls = _calls_and_results(session)
+    text = _assistant_text(session.messages)
+    sequence = [name for name, _ in calls]
+    first_edit = next((i for i, n in enumerate(sequence) if _is_edit(n)), len(sequence))
+    reads = sum(1 for n in sequence[:first_edit] if _is_read(n))
+    return Signals(
+        tool_sequence=sequence, tool_counts=dict(Counter(sequence)),
+        reasoning_markers=len(REASONING.findall(text)), constraints=len(CONSTRAINT.findall(text)),
+        pruning=len(PRUNING.findall(text)), self_corrections=len(SELF_CORRECTION.findall(text)),
+        exploration="minimal" if reads <= MINIMAL else "thorough" if reads >= THOROUGH else "moderate",
+        reads_before_first_edit=reads, errors=sum(1 for _, failed in calls if failed),
+        recoveries=_recoveries(calls), outcome=_outcome(session, calls),
+    )

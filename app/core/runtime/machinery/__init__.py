@@ -1,0 +1,1 @@
+"""The runtime's machinery: the data dir's lock, the event bus and its types, the status channel."""

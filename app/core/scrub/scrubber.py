@@ -1,0 +1,220 @@
+"""Scrubbing before storage: secrets become typed placeholders (`<SECRET:aws_access_key>`), the home path becomes `~`.
+
+Token-shaped secrets are found with the detect-secrets project's maintained patterns (AWS, GitHub, GitLab, Slack,
+Stripe, OpenAI, JWT, npm, PyPI, …); what agent sessions leak beyond those — private key blocks, bearer tokens,
+passwords in URLs, `.env`-style assignments, Anthropic and Google keys — is caught by the rules below.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator, TypeVar
+
+S = TypeVar("S")  # a captured session (app.core.capture.session.Session): metadata, messages, branches, sub-agents
+
+DETECT_SECRETS_TYPES = {
+    "AWSKeyDetector": "aws_access_key", "GitHubTokenDetector": "github_token", "GitLabTokenDetector": "gitlab_token",
+    "SlackDetector": "slack_token", "StripeDetector": "stripe_key", "OpenAIDetector": "openai_key",
+    "JwtTokenDetector": "jwt", "NpmDetector": "npm_token", "PypiTokenDetector": "pypi_token",
+    "SendGridDetector": "sendgrid_key", "TwilioKeyDetector": "twilio_key", "DiscordBotTokenDetector": "discord_token",
+    "TelegramBotTokenDetector": "telegram_token", "MailchimpDetector": "mailchimp_key",
+    "ArtifactoryDetector": "artifactory_token", "AzureStorageKeyDetector": "azure_storage_key",
+    "SquareOAuthDetector": "square_oauth", "IbmCloudIamDetector": None, "SoftlayerDetector": None,
+}
+KEYWORDS = ("SECRET", "TOKEN", "PASSWORD", "PASSWD", "PWD", "API_KEY", "APIKEY", "ACCESS_KEY", "PRIVATE_KEY",
+            "CREDENTIAL")
+SECRET_KEY_NAMES = r"(?:SECRET|TOKEN|PASSWORD|PASSWD|PWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)"
+LOWER_KEYWORDS = tuple(k.lower() for k in KEYWORDS)
+# The same names in UPPER, lower and Title case: a cased alternation searches ~5x faster than (?i)
+CASED_KEY_NAMES = "(?:" + "|".join(sorted({v for k in (*KEYWORDS, "CREDENTIALS") for v in (k, k.lower(), k.title())},
+                                          key=len, reverse=True)) + ")"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Cheap substring tests that must pass before a pattern runs (patterns cost ~0.1 s per 5 MB; `in` costs ~0)."""
+
+    literals: tuple[str, ...] = ()  # any of these in the text (case-sensitive)
+    lower: tuple[str, ...] = ()  # any of these in the lower-cased text
+    also: tuple[str, ...] = ()  # and all of these in the text
+    probe: re.Pattern | None = None  # or a pattern with a literal prefix (fast to search) that must match
+
+    def opens(self, text: str, lowered: str) -> bool:
+        if self.probe is not None:
+            return self.probe.search(text) is not None
+        if not self.literals and not self.lower:
+            return True
+        hit = any(k in text for k in self.literals) or any(k in lowered for k in self.lower)
+        return hit and all(k in text for k in self.also)
+
+
+ALWAYS = Gate()
+SEPARATOR = "\n\x00\x1f\x00\n"  # joins a session's strings for one scrubbing pass; no pattern matches across it
+# (type, pattern, group to replace: 0 = the whole match, gate)
+RULES: list[tuple[str, re.Pattern, int, Gate]] = [
+    ("private_key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S), 0,
+     Gate(("PRIVATE KEY-----",))),
+    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}"), 0, Gate(("sk-ant-",))),
+    ("api_key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,}"), 0, Gate(("sk-",))),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"), 0, Gate(("AIza",))),
+    ("github_token", re.compile(r"\b(?:gh[pousr]|github_pat)_[A-Za-z0-9_]{20,}"), 0,
+     Gate(("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"))),
+    ("aws_secret_key", re.compile(r"(?i)aws_secret_access_key[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{40})"), 1,
+     Gate(lower=("aws_secret_access_key",))),
+    ("bearer_token", re.compile(r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{16,}=*)"), 1, Gate(lower=("bearer",))),
+    ("url_password", re.compile(r"\b[a-z][a-z0-9+.\-]*://[^\s:/@\"']+:([^\s@/\"']+)@"), 1,
+     Gate(("://",), also=("@",))),
+    ("env_value", re.compile(SECRET_KEY_NAMES + r"[A-Z0-9_]*\s*=\s*[\"']?([^\s\"'#<]{6,})"), 1, Gate(KEYWORDS)),
+    ("secret_value", re.compile(CASED_KEY_NAMES + r"[\"']?\s*[:=]\s*[\"']([^\"'\s]{8,})[\"']"), 1,
+     Gate(lower=LOWER_KEYWORDS)),
+]
+# detect-secrets plugin -> gate (plugins not listed always run; their patterns start with a literal or are cheap)
+DETECT_SECRETS_GATES = {
+    "ArtifactoryDetector": Gate(probe=re.compile(r"AKC[a-zA-Z0-9]{10}|AP[\dA-F][a-zA-Z0-9]{8}")), "AWSKeyDetector": Gate(("A3T", "ABIA", "ACCA", "AKIA", "ASIA"),
+                                                                         lower=("aws",)),
+    "AzureStorageKeyDetector": Gate(("AccountKey=",)), "MailchimpDetector": Gate(("-us",)),
+    "NpmDetector": Gate(("_authToken",)), "SlackDetector": Gate(("xox", "hooks.slack.com")),
+    "GitHubTokenDetector": Gate(("ghp_", "gho_", "ghu_", "ghs_", "ghr_")), "SquareOAuthDetector": Gate(("sq0csp-",)),
+    "GitLabTokenDetector": Gate(("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "GR1348941", "glcbt-", "glimt-",
+                                 "glptt-", "glagent-", "gloas-")), "OpenAIDetector": Gate(("T3BlbkFJ",)),
+    "TwilioKeyDetector": Gate(probe=re.compile(r"AC[a-z0-9]{32}|SK[a-z0-9]{32}")),
+    "JwtTokenDetector": Gate(("eyJ",)),
+    "TelegramBotTokenDetector": Gate(probe=re.compile(r":[0-9A-Za-z_-]{35}")),  # literal first: fast to search
+    "DiscordBotTokenDetector": Gate(probe=re.compile(r"\.[a-zA-Z\d_-]{6}\.[a-zA-Z\d_-]{27}")), "StripeDetector": Gate(("k_live_",)), "SendGridDetector": Gate(("SG.",)), "PypiTokenDetector": Gate(("pypi-",)),
+}
+
+
+@dataclass
+class ScrubReport:
+    """What was replaced, by type (the values themselves are never kept)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, kind: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@lru_cache(maxsize=1)
+def _detect_secrets_patterns() -> list[tuple[str, re.Pattern, int, Gate]]:
+    """The token patterns of detect-secrets' regex plugins (each match is replaced whole)."""
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    out = []
+    for cls in get_mapping_from_secret_type_to_class().values():
+        kind = DETECT_SECRETS_TYPES.get(cls.__name__)
+        for pattern in getattr(cls, "denylist", ()) if kind else ():
+            out.append((kind, pattern, 0, DETECT_SECRETS_GATES.get(cls.__name__, ALWAYS)))
+    return out
+
+
+def _replace(text: str, kind: str, pattern: re.Pattern, group: int, report: ScrubReport) -> str:
+    def sub(match: re.Match) -> str:
+        if match.group(group) is None or match.group(group).startswith("<SECRET:"):
+            return match.group(0)
+        report.add(kind)
+        start, end = match.span(group)
+        base = match.start(0)
+        whole = match.group(0)
+        return whole[: start - base] + f"<SECRET:{kind}>" + whole[end - base:]
+
+    return pattern.sub(sub, text)
+
+
+class Scrubber:
+    """Applies the secret rules and home-path normalisation to text and to any JSON-like value."""
+
+    def __init__(self, home: str | None = None) -> None:
+        home = home or str(Path.home())
+        self.home = home
+        homes = {h.rstrip("/") for h in (home, os.path.realpath(home))} - {""}
+        self.home_patterns = [(h, re.compile(re.escape(h) + r"(?=/|\b|$)")) for h in homes]
+        self.report = ScrubReport()
+
+    def text(self, value: str) -> str:
+        if not value:
+            return value
+        lowered, opened = value.lower(), {}
+        for kind, pattern, group, gate in (*RULES, *_detect_secrets_patterns()):
+            key = id(gate)
+            if key not in opened:  # a plugin's patterns share one gate: test it once (on the text as it came)
+                opened[key] = gate.opens(value, lowered)
+            if opened[key]:
+                value = _replace(value, kind, pattern, group, self.report)
+        return self._home(value)
+
+    def texts(self, values: list[str]) -> list[str]:
+        """Scrub many strings in one pass over their concatenation (~10x faster than one call each for the many
+        short strings of a session); falls back to one call each if a replacement ever spans a separator."""
+        if len(values) < 2:
+            return [self.text(v) for v in values]
+        counted = dict(self.report.counts)
+        out = self.text(SEPARATOR.join(values)).split(SEPARATOR)
+        if len(out) != len(values):
+            self.report.counts = counted  # undo this pass's counts: each string is counted on its own below
+            return [self.text(v) for v in values]
+        return out
+
+    def values(self, items: list[Any]) -> list[Any]:
+        """Scrub many JSON-like values (tool inputs): their strings in one batch, keys for the home path only."""
+        leaves: list[str] = []
+        for item in items:
+            _collect(item, leaves)
+        scrubbed = iter(self.texts(leaves))
+        return [self._rebuild(item, scrubbed) for item in items]
+
+    def _rebuild(self, data: Any, scrubbed: Iterator[str]) -> Any:
+        if isinstance(data, str):
+            return next(scrubbed)
+        if isinstance(data, list):
+            return [self._rebuild(v, scrubbed) for v in data]
+        if isinstance(data, dict):
+            return {self._key(k): self._rebuild(v, scrubbed) for k, v in data.items()}
+        return data
+
+    def _home(self, value: str) -> str:
+        for home, pattern in self.home_patterns:
+            if home in value:
+                value = pattern.sub("~", value)
+        return value
+
+    def _key(self, key: Any) -> Any:
+        return self._home(key) if isinstance(key, str) else key
+
+    def session(self, session: S) -> S:
+        """Scrub a session in place: text, thinking, tool inputs and outputs, paths — sub-agents and branches too."""
+        self._metadata(session)
+        self._messages(session)
+        for sub in session.subagents:
+            self.session(sub)
+        return session
+
+    def _metadata(self, s: Any) -> None:
+        s.cwd = self.text(s.cwd) if s.cwd else s.cwd
+        s.source_path = self.text(s.source_path)
+
+    def _messages(self, s: Any) -> None:
+        parts = [p for branch in [s.messages, *s.abandoned] for m in branch for p in m.parts]
+        for part, text in zip(parts, self.texts([p.text for p in parts])):
+            part.text = text
+        calls = [p for p in parts if p.tool_input is not None]
+        for part, value in zip(calls, self.values([p.tool_input for p in calls])):
+            part.tool_input = value
+
+
+def _collect(data: Any, out: list[str]) -> None:
+    """Every string inside a JSON-like value, in the order _rebuild visits them."""
+    if isinstance(data, str):
+        out.append(data)
+    elif isinstance(data, list):
+        for v in data:
+            _collect(v, out)
+    elif isinstance(data, dict):
+        for v in data.values():
+            _collect(v, out)

@@ -1,0 +1,1 @@
+"""The built-in model server (llama.cpp behind an OpenAI API) and its experience recorder."""

@@ -1,0 +1,173 @@
+"""Evaluation worker: `python -m engine.workers.evaluate --spec FILE` measures one model (the base, or base + a LoRA adapter
+or checkpoint) on a held-out set: teacher-forced loss / perplexity on assistant tokens, next-action agreement and
+tool-call validity of greedy generations at the teacher's contexts, the behavioural reward (the training reward's
+functions), and a fixed set of sample generations. Writes report.json + the per-example evidence (losses.jsonl,
+generations.jsonl: the format is in app/core/judge/report.py) and prints protocol envelopes (progress, log, evaluated,
+error) on stdout, one JSON line each."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from app.core.base import protocol as P
+from app.core.base.fingerprint import sha256_file
+from app.core.judge import evalset, nextaction
+from app.core.judge.evalset import EvalConfig
+from app.core.judge.report import GENERATIONS, LOSSES, EvalReport, Sample, loss_rows, metrics_from, write_rows
+from app.core.judge.reward_context import RewardContext
+from app.core.judge.rewards import score
+from app.core.toolcalls.convention import as_text
+from engine.workers.mine_pairs import load_student
+from engine.workers.envelope import Emitter, worker_main
+
+LOSS_BATCH = 4
+GEN_BATCH = 8
+MAX_TOKENS = 2048  # longer examples are cut (from the left, keeping the latest turns) for the loss
+
+
+def encoded(student, messages: list[dict]) -> tuple[list[int], list[int]]:
+    """Tokens and assistant mask as the model sees them (the latest MAX_TOKENS)."""
+    rendered = student.renderer.render(messages)
+    ids, mask = rendered["input_ids"], rendered["assistant_masks"]
+    return ids[-MAX_TOKENS:], mask[-MAX_TOKENS:]
+
+
+def teacher_forced(student, examples: list[list[dict]], progress) -> list[tuple[float, int]]:
+    """(summed NLL, number of assistant tokens) of each example: every assistant token predicted from the tokens
+    before it ((0.0, 0) for an example without one)."""
+    torch = student.torch
+    encoded_examples = [encoded(student, m) for m in examples]
+    usable = [i for i, e in enumerate(encoded_examples) if sum(e[1][1:])]
+    out = [(0.0, 0)] * len(examples)
+    pad = student.tok.pad_token_id or 0
+    for start in range(0, len(usable), LOSS_BATCH):
+        batch = [encoded_examples[i] for i in usable[start:start + LOSS_BATCH]]
+        width = max(len(ids) for ids, _ in batch)
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        attn = torch.zeros((len(batch), width), dtype=torch.long)
+        labels = torch.full((len(batch), width), -100, dtype=torch.long)
+        for row, (tokens, mask) in enumerate(batch):
+            n = len(tokens)
+            ids[row, :n], attn[row, :n] = torch.tensor(tokens), 1
+            labels[row, :n] = torch.tensor([t if m else -100 for t, m in zip(tokens, mask)])
+        with torch.inference_mode():
+            logits = student.model(input_ids=ids.to(student.device), attention_mask=attn.to(student.device)).logits
+            shift, target = logits[:, :-1].float(), labels[:, 1:].to(student.device)
+            losses = torch.nn.functional.cross_entropy(shift.reshape(-1, shift.shape[-1]), target.reshape(-1),
+                                                       ignore_index=-100, reduction="none").view(target.shape)
+        for i, nll, count in zip(usable[start:start + LOSS_BATCH], losses.sum(dim=1).tolist(),
+                                 (target != -100).sum(dim=1).tolist()):
+            out[i] = (float(nll), int(count))
+        progress("loss", min(start + LOSS_BATCH, len(usable)), len(usable))
+    return out
+
+
+def generate(student, contexts, max_new_tokens: int, progress) -> list[tuple[str, bool]]:
+    """Greedy next actions, a batch at a time (left padding); each stops at the end of its turn or its first
+    complete tool call. (text, finished: it stopped by itself rather than at max_new_tokens)."""
+    torch, tok = student.torch, student.tok
+    tok.padding_side = "left"
+    out: list[tuple[str, bool]] = []
+    for start in range(0, len(contexts), GEN_BATCH):
+        prompts = [student.prompt(c.messages) for c in contexts[start:start + GEN_BATCH]]
+        enc = tok(prompts, add_special_tokens=False, return_tensors="pt", padding=True).to(student.device)
+        with torch.inference_mode():
+            gen = student.model.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens,
+                                         eos_token_id=sorted(student.stop), pad_token_id=tok.pad_token_id,
+                                         stop_strings=["</tool_call>"], tokenizer=tok)
+        for row in gen[:, enc["input_ids"].shape[1]:].tolist():
+            cut = next((i for i, t in enumerate(row) if t in student.stop), None)
+            text = tok.decode(row[:cut], skip_special_tokens=True).strip()
+            out.append((text, cut is not None or text.endswith("</tool_call>")))
+        progress("generate", len(out), len(contexts))
+    return out
+
+
+def judged_rows(found, texts: list[tuple[str, bool]], schemas: dict, settings) -> tuple[list, list, list, list]:
+    """(judged, rewards, generations rows, samples) of the next actions: one way for both evaluators."""
+    judged, rewards, rows, samples = [], [], [], []
+    keep = evalset.sample_keys(found, settings)
+    for ctx, (text, finished) in zip(found, texts):
+        reward_ctx = RewardContext.from_messages(ctx.messages, ctx.teacher)
+        j = nextaction.judge(ctx.teacher, text, reward_ctx.tools, schemas, finished)
+        judged.append(j)
+        rewards.append(score(text, reward_ctx).total)
+        row = {"key": ctx.key, "session_id": ctx.session_id, "turn": ctx.turn,
+               "prompt": evalset.prompt_tail(ctx.messages), "teacher": as_text(ctx.teacher)["content"],
+               "student": text, "outcome": j.outcome}
+        rows.append({**row, "why": j.why, "reward": rewards[-1], "attempted": j.attempted, "valid": j.valid})
+        if ctx.key in keep:
+            samples.append(Sample(**row))
+    return judged, rewards, rows, samples
+
+
+def write_outputs(spec: dict, out: Emitter, report: EvalReport, losses: list[dict], rows: list[dict]) -> int:
+    """report.json, losses.jsonl and generations.jsonl in the spec's folder, then the `evaluated` envelope."""
+    folder = Path(spec["out"])
+    folder.mkdir(parents=True, exist_ok=True)
+    write_rows(folder / LOSSES, losses)
+    write_rows(folder / GENERATIONS, rows)
+    path = report.write(folder)
+    out.emit(P.Evaluated(label=report.label, path=str(folder), report_sha256=sha256_file(path),
+                         metrics=report.metrics, contexts=report.contexts))
+    return 0
+
+
+def held_out_cases(config, out: Emitter) -> tuple[list, list, dict, list] | None:
+    """(next-action contexts, loss examples, tool schemas, the loss examples' sessions) of the config's held-out
+    set; None (and an error envelope) when it has nothing to evaluate on. Both evaluators see the same cases."""
+    settings = config.settings
+    records = list(evalset.read_records(Path(config.eval_file)))
+    found = evalset.contexts(records, settings)
+    chosen = evalset.loss_records(records, settings)
+    examples = [r["messages"] for r in chosen]
+    if not found:
+        out.emit(P.Error(message=f"the held-out set {config.eval_set} has nothing to evaluate on",
+                         why="no example has an assistant message after a user message",
+                         fix="build a dataset with a test split (nightschool dataset build) or pass another file"))
+        return None
+    schemas = evalset.tool_schemas([Path(f) for f in [*config.schema_files, config.eval_file]])
+    sessions = {c.session_id for c in found}
+    out.emit(P.Log(message=f"{len(examples)} examples for the loss, {len(found)} next actions from "
+                           f"{len(sessions)} session(s) of {config.eval_set}; {len(schemas)} tool schema(s) inferred"))
+    return found, examples, schemas, [str(r.get("session_id") or "") for r in chosen]
+
+
+def run(spec: dict, out: Emitter) -> int:
+    config = EvalConfig.model_validate(spec["config"])
+    started = time.monotonic()
+    cases = held_out_cases(config, out)
+    if cases is None:
+        return 1
+    found, examples = cases[:2]
+    student = load_student(config, spec["models_dir"], out)
+    per_example = teacher_forced(student, examples, out.progress)
+    texts = generate(student, found, config.settings.max_new_tokens, out.progress)
+    return finish(spec, out, config, cases, per_example, texts, started, student.device)
+
+
+def finish(spec: dict, out: Emitter, config, cases: tuple[list, list, dict, list], per_example: list[tuple[float, int]],
+           texts: list[tuple[str, bool]], started: float, device: str, **extra) -> int:
+    """Judge the generated next actions, assemble the report (`extra`: the GGUF evaluator's fields) and write it
+    with its per-example files: one way for both evaluators."""
+    found, examples, schemas, sessions = cases
+    losses = loss_rows(examples, per_example, sessions)
+    nll, tokens = sum(r["nll"] for r in losses), sum(r["tokens"] for r in losses)
+    judged, rewards, rows, samples = judged_rows(found, texts, schemas, config.settings)
+    metrics, outcomes, attempted, valid = metrics_from(nll, tokens, judged, rewards)
+    report = EvalReport(label=config.label, base_model=config.base_model, adapter=config.adapter,
+                        adapter_sha256=config.adapter_sha256, eval_set=config.eval_set,
+                        eval_set_sha256=config.eval_set_sha256, examples=len(examples), contexts=len(found),
+                        metrics=metrics, outcomes=outcomes, tokens=tokens, calls_attempted=attempted,
+                        calls_valid=valid, samples=samples, settings=config.settings, device=device,
+                        elapsed_s=round(time.monotonic() - started, 2), **extra)
+    return write_outputs(spec, out, report, losses, rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return worker_main(argv, "engine.workers.evaluate", "an evaluation", run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""GGUF evaluation worker: `python -m engine.workers.evaluate_gguf --spec FILE` measures an exported GGUF through llama.cpp on
+the held-out set the HF evaluator uses: loss from llama.cpp's logits on the very token ids the training renderer makes
+(and how many examples llama.cpp tokenises the same), greedy next actions through the GGUF's embedded chat template
+judged like the HF ones, the behavioural reward and the samples. Writes report.json (runtime "gguf"), losses.jsonl and
+generations.jsonl like engine.workers.evaluate; protocol envelopes on stdout, one JSON line each."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from app.core.base import protocol as P
+from app.core.judge.gguf import GgufEvalConfig
+from engine.workers.evaluate import encoded, finish, held_out_cases
+from engine.workers.mine_pairs import STOP_TOKENS
+from engine.workers.envelope import Emitter, worker_main
+
+TOOL_END = b"</tool_call>"
+ROWS = 256  # logits rows turned into log-probabilities at once
+
+
+class Served:
+    """The GGUF as llama.cpp runs it: its vocabulary, embedded template, end-of-turn tokens and (once loaded) logits."""
+
+    def __init__(self, path: Path, n_threads: int | None) -> None:
+        from engine.workers import smoke
+
+        self.path, self.n_threads = path, n_threads
+        self.llm = smoke.load(path, n_ctx=512, vocab_only=True)
+        self.quant = smoke.quant_name(self.llm)
+        self.template = self.llm.metadata.get("tokenizer.chat_template") or ""
+        model = self.llm._model
+        eos, bos = self.llm.token_eos(), self.llm.token_bos()
+        self.eos_text = model.token_get_text(eos) if eos >= 0 else ""
+        self.bos_text = model.token_get_text(bos) if bos >= 0 else ""
+        self.stop = {eos} | {t for t in (self._single(s) for s in STOP_TOKENS) if t is not None}
+        self.stop.discard(-1)
+        self._format = None
+
+    def _single(self, text: str) -> int | None:
+        ids = self.llm.tokenize(text.encode(), add_bos=False, special=True)
+        return ids[0] if len(ids) == 1 else None
+
+    def tokens(self, text: str) -> list[int]:
+        return self.llm.tokenize(text.encode(), add_bos=False, special=True)
+
+    def prompt(self, messages: list[dict]) -> str:
+        """The generation prompt through the GGUF's embedded template (what a runtime serving the file renders), with
+        the tools' schemas where the template takes them, as the training renderer gives them."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        from engine import render
+
+        if self._format is None:
+            self._format = Jinja2ChatFormatter(self.template, eos_token=self.eos_text, bos_token=self.bos_text,
+                                               add_generation_prompt=True)
+        tools = render.tool_schemas(messages) or None if render.supports_tools(self.template) else None
+        return self._format(messages=messages, tools=tools).prompt
+
+    def load(self, n_ctx: int) -> None:
+        """The full model, with logits for every position (the loss reads them)."""
+        from engine.workers import smoke
+
+        self.llm.close()
+        kw = {"n_threads": self.n_threads, "n_threads_batch": self.n_threads} if self.n_threads else {}
+        self.llm = smoke.load(self.path, n_ctx=n_ctx, logits_all=True, n_batch=min(n_ctx, 512), **kw)
+
+    def nll(self, ids: list[int], mask: list[int]) -> tuple[float, int]:
+        """Summed NLL of the masked tokens, each predicted from the tokens before it (log-softmax in float64, a block
+        of rows at a time: a whole example's logits in float64 would take GBs)."""
+        import numpy as np
+
+        self.llm.reset()
+        self.llm.eval(ids)
+        rows = [i for i in range(len(ids) - 1) if mask[i + 1]]
+        total = 0.0
+        for start in range(0, len(rows), ROWS):
+            part = rows[start:start + ROWS]
+            logits = self.llm.scores[part].astype(np.float64)
+            top = logits.max(axis=1)
+            logz = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
+            total += float((logz - logits[np.arange(len(part)), [ids[i + 1] for i in part]]).sum())
+        return total, len(rows)
+
+    def generate(self, prompt_ids: list[int], max_new_tokens: int) -> tuple[str, bool]:
+        """Greedy: up to an end-of-turn token, the first complete tool call or max_new_tokens. (text, finished)."""
+        out, finished = bytearray(), False
+        for n, token in enumerate(self.llm.generate(prompt_ids, temp=0.0, repeat_penalty=1.0, reset=True)):
+            if token in self.stop:
+                finished = True
+                break
+            out += self.llm.detokenize([token])
+            if TOOL_END in out:
+                finished = True
+                break
+            if n + 1 >= max_new_tokens:
+                break
+        return out.decode("utf-8", errors="replace").strip(), finished
+
+    def close(self) -> None:
+        self.llm.close()
+
+
+def losses_of(served: Served, rendered: list[dict], progress) -> tuple[list[tuple[float, int]], int]:
+    """(summed NLL, tokens) per example on the training renderer's ids, and how many llama.cpp tokenises the same."""
+    matched, out = 0, []
+    for i, r in enumerate(rendered):
+        matched += served.tokens(r["text"]) == r["full_ids"]
+        ids, mask = r["ids"], r["mask"]
+        out.append(served.nll(ids, mask) if sum(mask[1:]) else (0.0, 0))
+        progress("loss", i + 1, len(rendered))
+    return out, matched
+
+
+def rendered_examples(renderer, examples: list[list[dict]]) -> list[dict]:
+    """The training renderer's text, ids (whole and as the loss sees them) and assistant mask of each example."""
+    shim = SimpleNamespace(renderer=renderer)
+    out = []
+    for messages in examples:
+        full = renderer.render(messages)
+        ids, mask = encoded(shim, messages)
+        out.append({"text": full["text"], "full_ids": list(full["input_ids"]), "ids": ids, "mask": mask})
+    return out
+
+
+def measure(served: Served, renderer, found, rendered: list[dict], settings, out: Emitter) -> dict:
+    """Loss, tokenisation and template checks, and the greedy next actions through the GGUF."""
+    prompts = [served.prompt(c.messages) for c in found]
+    matched = sum(p == renderer.text(c.messages, add_generation_prompt=True) for p, c in zip(prompts, found))
+    prompt_ids = [served.tokens(p) for p in prompts]
+    longest = max([len(r["ids"]) for r in rendered] + [len(p) + settings.max_new_tokens for p in prompt_ids])
+    out.emit(P.Log(message=f"{len(rendered)} examples for the loss, {len(found)} next actions on "
+                           f"{served.path.name} ({served.quant}); {matched} of {len(found)} prompts render through "
+                           "its template as in training"))
+    served.load(longest + 8)
+    per_example, tokenization_matched = losses_of(served, rendered, out.progress)
+    out.emit(P.Log(message=f"llama.cpp tokenises {tokenization_matched} of {len(rendered)} rendered examples exactly "
+                           "as the HF tokenizer (the loss is measured on the HF token ids either way)"))
+    texts = []
+    for ids in prompt_ids:
+        texts.append(served.generate(ids, settings.max_new_tokens))
+        out.progress("generate", len(texts), len(prompt_ids))
+    return {"per_example": per_example, "texts": texts, "tokenization_matched": tokenization_matched,
+            "prompts_matched": matched}
+
+
+def run(spec: dict, out: Emitter) -> int:
+    from engine import render
+    from engine.workers import smoke
+
+    config = GgufEvalConfig.model_validate(spec["config"])
+    settings = config.settings
+    started = time.monotonic()
+    cases = held_out_cases(config, out)
+    if cases is None:
+        return 1
+    found, examples = cases[:2]
+    smoke.check_file(Path(config.gguf))  # not a GGUF: refused before the tokenizer loads
+    renderer = render.load(config.base_model, spec["models_dir"])
+    rendered = rendered_examples(renderer, examples)
+    served = Served(Path(config.gguf), config.n_threads)
+    try:
+        got = measure(served, renderer, found, rendered, settings, out)
+    finally:
+        served.close()
+    return finish(spec, out, config, cases, got["per_example"], got["texts"], started, "cpu (llama.cpp)",
+                  runtime="gguf", quant=served.quant, gguf_sha256=config.gguf_sha256,
+                  tokenization_matched=got["tokenization_matched"], prompts_matched=got["prompts_matched"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    return worker_main(argv, "engine.workers.evaluate_gguf", "a GGUF evaluation", run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""The export worker (`python -m engine.workers.export --spec FILE`): merge the LoRA into its base (the adapter stays where it
+is), save HF safetensors with the shipping chat template, convert to GGUF with llama.cpp's converter, quantize with
+llama.cpp's quantizer, convert the adapter alone to a LoRA GGUF, check that the embedded template renders a tool-call
+conversation exactly as training did, and smoke-test every file. Envelopes on stdout; `exported` at the end."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from app.core.base import protocol as P
+from app.core.ship import template as T
+from app.core.ship.config import STAGE_CONVERT, STAGE_LORA, STAGE_MERGE, STAGE_QUANTIZE, STAGE_SMOKE, ExportConfig
+from app.core.ship.errors import ShipError
+from engine.workers import llama_tools
+from engine.workers import smoke
+from engine.workers.envelope import Emitter, worker_main
+
+
+def merged(config: ExportConfig, models_dir: Path, hf_dir: Path, out: Emitter):
+    """Base (+ adapter, merged) saved as safetensors with the export template; returns the tokenizer."""
+    from engine import loading as models
+
+    out.progress(STAGE_MERGE, 0, 3)
+    model, tok, _ = models.load_for_training(config.base_model, models_dir,
+                                             lambda msg, step, total: out.emit(P.Log(message=msg)))
+    out.progress(STAGE_MERGE, 1, 3)
+    if config.adapter:
+        from peft import PeftModel
+
+        out.emit(P.Log(message=f"merging the adapter {config.adapter} (the adapter itself is kept)"))
+        model = PeftModel.from_pretrained(model, config.adapter, is_trainable=False).merge_and_unload()
+    out.progress(STAGE_MERGE, 2, 3)
+    if not tok.chat_template:
+        raise ShipError(f"{config.base_model} has no chat template",
+                        why="a GGUF without one makes every runtime guess the format (and the model ramble)",
+                        fix="choose a base model with a chat template")
+    tok.chat_template = T.export_template(tok.chat_template)
+    model.save_pretrained(hf_dir, safe_serialization=True)
+    tok.save_pretrained(hf_dir)
+    out.progress(STAGE_MERGE, 3, 3)
+    return tok
+
+
+def check_template(gguf: Path, tok) -> tuple[str, str]:
+    """The GGUF's embedded template renders PROBE (tool calls included) exactly as the training renderer does."""
+    import llama_cpp
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    from engine.render import Renderer
+
+    llm = llama_cpp.Llama(str(gguf), vocab_only=True, verbose=False)
+    try:
+        embedded = llm.metadata.get("tokenizer.chat_template") or ""
+        eos = llm._model.token_get_text(llm.token_eos()) if llm.token_eos() >= 0 else ""
+        bos = llm._model.token_get_text(llm.token_bos()) if llm.token_bos() >= 0 else ""
+    finally:
+        llm.close()
+    if not embedded:
+        raise ShipError("the GGUF carries no chat template", fix="the converter did not embed it: report this")
+    training = Renderer(tok, "export").text(T.PROBE)
+    shipped = Jinja2ChatFormatter(embedded, eos_token=eos, bos_token=bos, add_generation_prompt=False)(
+        messages=T.PROBE).prompt
+    if shipped != training:
+        raise ShipError("the chat template embedded in the GGUF renders differently from training",
+                        why=f"training: {training[:200]!r} … shipped: {shipped[:200]!r}",
+                        fix="report this with the base model's name; the model would not follow its training format")
+    return embedded, eos
+
+
+def run(spec: dict, out: Emitter) -> int:
+    config = ExportConfig.model_validate(spec["config"])
+    folder = Path(spec["out"])
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "convert.log"
+    llama_tools.converter()  # a missing converter fails before minutes of merging
+    if config.lora and config.adapter:
+        llama_tools.converter("convert_lora_to_gguf.py")
+    hf_dir = folder / "hf"
+    tok = merged(config, Path(spec["models_dir"]), hf_dir, out)
+    out.progress(STAGE_CONVERT, 0, 1)
+    f16 = llama_tools.convert(hf_dir, folder / f"{config.name}.f16.gguf", log, config.name)
+    out.progress(STAGE_CONVERT, 1, 1)
+    embedded, eos = check_template(f16, tok)
+    files = []
+    for i, quant in enumerate(config.quants):
+        out.progress(STAGE_QUANTIZE, i, len(config.quants))
+        path = f16 if quant == "f16" else llama_tools.quantize(f16, folder / f"{config.name}.{quant}.gguf", quant)
+        files.append({"quant": quant, "file": path.name})
+    out.progress(STAGE_QUANTIZE, len(config.quants), len(config.quants))
+    if "f16" not in config.quants:
+        f16.unlink()
+    lora_file = None
+    if config.lora and config.adapter:
+        out.progress(STAGE_LORA, 0, 1)
+        from engine import loading as models
+
+        base_dir = Path(models.resolve(config.base_model, Path(spec["models_dir"]))[0])
+        lora_file = llama_tools.convert_lora(Path(config.adapter), base_dir, folder / f"{config.name}.lora.gguf",
+                                             log).name
+        out.progress(STAGE_LORA, 1, 1)
+    shutil.rmtree(hf_dir, ignore_errors=True)
+    for i, entry in enumerate(files):
+        out.progress(STAGE_SMOKE, i, len(files))
+        entry.update(smoke.smoke(folder / entry["file"], config.n_ctx) if config.smoke else
+                     {"ok": None, "why": "not smoke-tested"})
+        out.emit(P.Log(message=f"{entry['file']}: " + (
+            f"answers and stops, {entry['tokens_per_s']} tok/s, loads in {entry['load_s']} s" if entry["ok"]
+            else entry["why"])))
+    out.progress(STAGE_SMOKE, len(files), len(files))
+    body = P.Exported(label=config.label, path=str(folder), files=files, lora_file=lora_file,
+                      template_sha256=hashlib.sha256(embedded.encode()).hexdigest(),
+                      stop=T.stop_strings(embedded, eos), eos_token=eos, bos_token=tok.bos_token or "",
+                      template=embedded)
+    (folder / "export.json").write_text(json.dumps(body.model_dump(), indent=1), encoding="utf-8")
+    out.emit(body)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return worker_main(argv, "engine.workers.export", "a GGUF export", run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
