@@ -97,11 +97,11 @@ def run(args) -> None:
 def _load_s(target, gguf) -> tuple[float, float]:
     """Seconds to load the model in-process: transformers (+ the adapter) and llama.cpp on the GGUF."""
     from app.core.base import paths
-    from engine import loading as models
+    from engine import loading
     from engine.workers import smoke
 
     t0 = time.perf_counter()
-    model, _, _ = models.load_for_training(target.base_model, paths.models_dir(), lambda *a: None)
+    model, _, _ = loading.load_for_training(target.base_model, paths.models_dir(), lambda *a: None)
     if target.adapter:
         from peft import PeftModel
 

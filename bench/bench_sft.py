@@ -23,15 +23,15 @@ LORA_KEYS = ("r", "lora_alpha", "lora_dropout", "target_modules", "task_type")
 def prepare_model(choice: str, tmp: Path) -> tuple[str, Path]:
     """(model ref for the engine, folder for the plain script); NIGHTSCHOOL_HOME ends up as <tmp>/home."""
     from app.core.base import paths
-    from engine import loading as models
+    from engine import loading
 
     home = tmp / "home"
     if choice == "smollm2":
-        cached = models.materialise_embedded(paths.models_dir())  # the user's cache: built once, then reused
+        cached = loading.materialise_embedded(paths.models_dir())  # the user's cache: built once, then reused
         (home / "models").mkdir(parents=True)
-        (home / "models" / models.EMBEDDED_DIR).symlink_to(cached.resolve(), target_is_directory=True)
+        (home / "models" / loading.EMBEDDED_DIR).symlink_to(cached.resolve(), target_is_directory=True)
         os.environ["NIGHTSCHOOL_HOME"] = str(home)
-        return "default", home / "models" / models.EMBEDDED_DIR
+        return "default", home / "models" / loading.EMBEDDED_DIR
     from tests.tiny_model import build
 
     os.environ["NIGHTSCHOOL_HOME"] = str(home)
@@ -172,9 +172,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--short-share", type=float, default=0.0, help="traces: share of short chats among them")
     parser.add_argument("--packing", action="store_true", help="both sides with packing + padding_free")
     parser.add_argument("--threads", type=int, default=1, help="torch threads, both sides (0: torch's default; "
-                        "see bench_recipes.set_threads)")
+                        "see bench.machine.set_threads)")
     a = parser.parse_args(argv)
-    from bench.bench_recipes import set_threads
+    from bench.machine import set_threads
 
     threads = set_threads(a.threads)
     from app.core.train.spec import Hyper

@@ -173,9 +173,9 @@ class Gen:
     """Builds Session objects; call ids and agent ids are unique across the corpus."""
 
     def __init__(self) -> None:
-        from app.core.capture import session as model
+        from app.core.capture import session
 
-        self.m = model
+        self.m = session
         self.calls = 0
 
     def call_id(self) -> str:

@@ -96,9 +96,8 @@ def load_for_training(ref: str, models_dir: Path, report: Report = _quiet, quant
     started = time.monotonic()
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        from engine.train.distributed import local_rank
-
-        extra = {"quantization_config": quantization, "device_map": {"": local_rank()}} if quantization else {}
+        rank = int(os.environ.get("LOCAL_RANK") or 0)  # this process's GPU in an `accelerate launch` job
+        extra = {"quantization_config": quantization, "device_map": {"": rank}} if quantization else {}
         model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **extra)
     except Exception as exc:  # transformers raises OSError, ValueError, KeyError… for a bad folder
         if Path(source).exists():

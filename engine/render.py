@@ -140,10 +140,10 @@ def load(ref: str, models_dir, report=None) -> Renderer:
     from transformers import AutoTokenizer
 
     from app.core.train.modelref import check_model_ref
-    from engine import loading as models
+    from engine import loading
 
-    if check_model_ref(ref) == "embedded" and not (Path(models_dir) / models.EMBEDDED_DIR / "tokenizer.json").is_file():
-        gguf = models.embedded_gguf()  # the tokenizer alone: no need to materialise the whole model to build data
-        return Renderer(AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name), models.EMBEDDED_NAME)
-    source, label = models.resolve(ref, Path(models_dir), report or models._quiet)
+    if check_model_ref(ref) == "embedded" and not (Path(models_dir) / loading.EMBEDDED_DIR / "tokenizer.json").is_file():
+        gguf = loading.embedded_gguf()  # the tokenizer alone: no need to materialise the whole model to build data
+        return Renderer(AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name), loading.EMBEDDED_NAME)
+    source, label = loading.resolve(ref, Path(models_dir), report or loading._quiet)
     return Renderer(AutoTokenizer.from_pretrained(source), label)

@@ -1,14 +1,15 @@
-"""The import graph of app/, engine/ and widgets/ read from the source (ast), and the layer rules it must keep."""
+"""The import graph of app/, engine/, widgets/ and bench/ read from the source (ast), and the layer rules it must keep."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("app", "engine", "widgets")
+PACKAGES = ("app", "engine", "widgets", "bench")
 # Lower layers never import higher ones. widgets are views given data: they import only widgets (and Qt).
 LAYERS = [("app.core.base", 0), ("app.core", 1), ("app.ui", 2), ("app.cli", 2), ("app.mcp", 2), ("engine", 1),
-          ("widgets", 0)]
+          ("widgets", 0), ("bench", 3)]
 MAY_IMPORT = {  # layer owner -> prefixes it may import from this project
     "widgets": ("widgets",),
     "app.core.base": ("app.core.base",),
@@ -17,7 +18,17 @@ MAY_IMPORT = {  # layer owner -> prefixes it may import from this project
     "app.ui": ("app.ui", "app.core", "widgets"),
     "app.mcp": ("app.mcp", "app.core"),  # an adapter over the core's facade, like the CLI
     "app.cli": ("app.cli", "app.core", "app.ui", "app.mcp"),  # the CLI opens the window, or serves MCP
+    "bench": ("bench", "app", "engine", "widgets"),  # benchmarks drive everything; nothing imports them
 }
+# The documented order of the packages inside a layer, lowest first (ARCHITECTURE.md): a package imports only those
+# before it. A new package gets its place here on purpose.
+ORDER = {
+    "app.core.": ["base", "scrub", "toolcalls", "datafiles", "desktop", "enginenv", "capture", "experience",
+                  "importer", "datasets", "train", "workers", "queue", "judge", "ship", "runtime"],
+    "app.core.runtime.": ["machinery", "school", "supervisor"],
+    "engine.": ["errors", "chat_template", "loading", "render", "train", "workers", "serve", "__main__"],
+}
+ENTRY = re.compile(r"^([a-z_][\w.]*):[A-Za-z_]\w*$")  # "package.module:Name", as a registry names what it imports
 
 
 def module_name(path: Path) -> str:
@@ -44,10 +55,17 @@ def _absolute(node: ast.ImportFrom, current: str, is_package: bool) -> str:
 
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The project modules `name` imports (anywhere in the file: lazy imports count too; TYPE_CHECKING ones too)."""
+    """The project modules `name` imports (anywhere in the file: lazy imports count too; TYPE_CHECKING ones too; so do
+    `importlib.import_module("…")` calls and "module:Name" registry strings)."""
     targets: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module" \
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            targets.add(node.args[0].value)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := ENTRY.match(node.value)) \
+                and m.group(1) in known:
+            targets.add(m.group(1))
+        elif isinstance(node, ast.Import):
             targets.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = _absolute(node, name, path.name == "__init__.py")
@@ -145,3 +163,18 @@ def package_graph(edges: dict[str, set[str]], prefix: str = "app.core.") -> dict
             continue
         out.setdefault(src, set()).update(t for x in targets if (t := top(x)) and t != src)
     return out
+
+
+def out_of_order(edges: dict[str, set[str]]) -> list[str]:
+    """'a -> b' for every package edge that goes up the documented ORDER, and 'unplaced: p' for a package not in it."""
+    bad = []
+    for prefix, order in ORDER.items():
+        packages = package_graph(edges, prefix)
+        for package, targets in sorted(packages.items()):
+            short = package[len(prefix):]
+            if short not in order:
+                bad.append(f"unplaced: {package}")
+                continue
+            bad.extend(f"{package} -> {t}" for t in sorted(targets)
+                       if t[len(prefix):] in order and order.index(t[len(prefix):]) > order.index(short))
+    return bad

@@ -30,3 +30,24 @@ def test_the_checker_catches_a_planted_upward_import_and_circle():
     assert "widgets.charts -> app.core.base.store" in layers.upward_imports(edges)
     assert any({"app.core.queue.view", "app.core.queue.scheduler"} <= set(c) for c in layers.cycles(edges))
     assert any({"app.core.base", "app.core.queue"} <= set(c) for c in layers.cycles(layers.package_graph(edges)))
+
+
+def test_packages_import_only_those_before_them_in_the_documented_order():
+    assert layers.out_of_order(layers.graph()) == []
+
+
+def test_registry_strings_and_import_module_calls_are_edges():
+    edges = layers.graph()
+    assert "engine.train.recipes.sft" in edges["engine.train.recipes"]  # "engine.train.recipes.sft:SFTRecipe"
+    assert "bench.machine" in edges["bench.bench_sft"]  # bench/ is in the graph, and it has no circle
+
+
+def test_the_order_check_catches_a_planted_upward_edge_and_an_unplaced_package():
+    edges = {k: set(v) for k, v in layers.graph().items()}
+    edges["app.core.capture.ingest"].add("app.core.judge.stats")  # capture (low) reaching up into judge
+    edges["app.core.newthing.x"] = {"app.core.base.store"}
+    edges["engine.loading"].add("engine.train.distributed")
+    bad = layers.out_of_order(edges)
+    assert "app.core.capture -> app.core.judge" in bad
+    assert "unplaced: app.core.newthing" in bad
+    assert "engine.loading -> engine.train" in bad

@@ -6,7 +6,7 @@ import importlib.util
 from pathlib import Path
 
 from app.core.train.spec import JobSpec
-from engine import loading as models
+from engine import loading
 from engine.errors import EngineError
 
 
@@ -41,11 +41,11 @@ def _quantization():
                               bnb_4bit_compute_dtype=torch.bfloat16)
 
 
-def load_tokenizer(spec: JobSpec, report=models._quiet):
+def load_tokenizer(spec: JobSpec, report=loading._quiet):
     """(tokenizer, label) without the weights (dry runs)."""
     from transformers import AutoTokenizer
 
-    source, label = models.resolve(spec.model, Path(spec.models_dir), report)
+    source, label = loading.resolve(spec.model, Path(spec.models_dir), report)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except Exception as exc:
@@ -56,13 +56,13 @@ def load_tokenizer(spec: JobSpec, report=models._quiet):
     return tokenizer, label
 
 
-def load(spec: JobSpec, report=models._quiet):
+def load(spec: JobSpec, report=loading._quiet):
     """(model, tokenizer, label, peft_config or None) ready for a TRL trainer."""
     method = spec.hyper.method
     if problems := method_problems(method):
         raise EngineError(f"{method} cannot run here", why=problems[0], fix="change the job's method to lora")
     quant = _quantization() if method == "qlora" else None
-    model, tokenizer, label = models.load_for_training(spec.model, Path(spec.models_dir), report, quant)
+    model, tokenizer, label = loading.load_for_training(spec.model, Path(spec.models_dir), report, quant)
     if quant is not None:
         from peft import prepare_model_for_kbit_training
 

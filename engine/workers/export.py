@@ -21,10 +21,10 @@ from engine.workers.envelope import Emitter, worker_main
 
 def merged(config: ExportConfig, models_dir: Path, hf_dir: Path, out: Emitter):
     """Base (+ adapter, merged) saved as safetensors with the export template; returns the tokenizer."""
-    from engine import loading as models
+    from engine import loading
 
     out.progress(STAGE_MERGE, 0, 3)
-    model, tok, _ = models.load_for_training(config.base_model, models_dir,
+    model, tok, _ = loading.load_for_training(config.base_model, models_dir,
                                              lambda msg, step, total: out.emit(P.Log(message=msg)))
     out.progress(STAGE_MERGE, 1, 3)
     if config.adapter:
@@ -95,9 +95,9 @@ def run(spec: dict, out: Emitter) -> int:
     lora_file = None
     if config.lora and config.adapter:
         out.progress(STAGE_LORA, 0, 1)
-        from engine import loading as models
+        from engine import loading
 
-        base_dir = Path(models.resolve(config.base_model, Path(spec["models_dir"]))[0])
+        base_dir = Path(loading.resolve(config.base_model, Path(spec["models_dir"]))[0])
         lora_file = llama_tools.convert_lora(Path(config.adapter), base_dir, folder / f"{config.name}.lora.gguf",
                                              log).name
         out.progress(STAGE_LORA, 1, 1)

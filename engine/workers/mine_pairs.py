@@ -78,19 +78,19 @@ def base_mismatch(adapter: Path, source: str) -> str | None:
 
 
 def load_student(config: pairs.PairsConfig, models_dir: str | Path, out: Emitter) -> Student:
-    from engine import loading as models
+    from engine import loading
 
     def report(msg: str, step: int, total: int) -> None:
         out.emit(P.Log(message=msg))
         out.progress("load", step, total)
 
-    model, tokenizer, label = models.load_for_training(config.base_model, Path(models_dir), report)
+    model, tokenizer, label = loading.load_for_training(config.base_model, Path(models_dir), report)
     if config.adapter:
         from peft import PeftModel
 
         adapter = Path(config.adapter).expanduser()
         out.emit(P.Log(message=f"loading the adapter {config.adapter}"))
-        if warning := base_mismatch(adapter, models.resolve(config.base_model, Path(models_dir))[0]):
+        if warning := base_mismatch(adapter, loading.resolve(config.base_model, Path(models_dir))[0]):
             out.emit(P.Log(level="warning", message=warning))
         model = PeftModel.from_pretrained(model, str(adapter), is_trainable=False)
     return Student(model, tokenizer, label, config.max_new_tokens)

@@ -1,4 +1,4 @@
-"""Dataset files dropped on the app: read the file, vote on its spec (dataset_specs), quick-check every record."""
+"""Dataset files dropped on the app: read the file, vote on its spec (app.core.datafiles.formats), quick-check every record."""
 from __future__ import annotations
 
 import hashlib
