@@ -45,7 +45,7 @@ def run(args) -> None:
     from app.core.datasets.catalog import Registry
     from app.core.datasets.config import BuildConfig, Filters
     from app.core.importer import import_paths
-    from app.core.judge import promote as J
+    from app.core.judge import promote
     from app.core.judge.report import EvalSettings
     from app.core.train.jobs import JobManager
     from app.core.train.spec import Hyper
@@ -82,7 +82,7 @@ def run(args) -> None:
         raise SystemExit(f"training failed: {job.error}")
     print(f"one SFT cycle: {args.steps} LoRA steps in {time.perf_counter() - t1:.0f} s")
     t2 = time.perf_counter()
-    judged = J.judge(store, job.id, settings=settings)
+    judged = promote.judge(store, job.id, settings=settings)
     base, cand = judged.reports["base"], judged.reports["candidate"]
     print(f"evaluations (base + candidate, {cand.contexts} next actions, {cand.examples} examples, "
           f"{cand.tokens} assistant tokens): {time.perf_counter() - t2:.0f} s\n")

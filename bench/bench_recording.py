@@ -62,10 +62,10 @@ def warm_up(base: str, key: str, reqs: list[dict], least: int, most: int = 60) -
 
 def set_recording(store, on: bool) -> dict:
     from app.core.experience import config
-    from app.core.ship import serving as S
+    from app.core.ship import serving
 
     config.set_buffer(store, "enabled", on)
-    code, status = S.request("GET", "/nightschool/status")  # puts the setting in effect now
+    code, status = serving.request("GET", "/nightschool/status")  # puts the setting in effect now
     assert code == 200 and status["recording"]["enabled"] is on, status
     return status["recording"]
 
@@ -114,23 +114,23 @@ def run(args, home: Path) -> None:
     from app.core.base.fingerprint import sha256_file
     from app.core.base.store import Store
     from app.core.experience import buffer
-    from app.core.ship import serving as S
+    from app.core.ship import serving
     from engine.loading import embedded_gguf
 
     gguf = Path(args.model) if args.model else embedded_gguf()
     print(f"model {gguf.name}, {args.requests} requests x 2 modes, max_tokens {args.max_tokens}, "
           f"{args.rounds} rounds; load before {load()}")
-    state = S.start(S.Model("bench", str(gguf), sha256_file(gguf)), port=0)
-    base, key, store = f"http://{state['host']}:{state['port']}", S.api_key(), Store()
+    state = serving.start(serving.Model("bench", str(gguf), sha256_file(gguf)), port=0)
+    base, key, store = f"http://{state['host']}:{state['port']}", serving.api_key(), Store()
     try:
         reqs = requests_for(args.requests, args.max_tokens)
         warm = warm_up(base, key, reqs, args.warmup)
         print(f"warm-up (not counted, {len(warm)} requests): " + ", ".join(f"{ms:.0f}" for ms in warm) + " ms")
         times, recorded = measure(base, key, store, reqs, args.rounds)
-        S.request("GET", f"/nightschool/experience/{recorded[-1][2]}")  # the writer is done with the last one
+        serving.request("GET", f"/nightschool/experience/{recorded[-1][2]}")  # the writer is done with the last one
         stats = set_recording(store, True)
     finally:
-        S.stop()
+        serving.stop()
     after = load()
     off, on = times["off"], times["on"]
     print(summary("recording off", off))

@@ -10,13 +10,13 @@ import traceback
 from pathlib import Path
 
 from app.core.base import protocol as P
-from app.core.datasets import manifest as M, validate
+from app.core.datasets import manifest, validate
 from app.core.train.modelref import ModelRefError
 from engine.workers.envelope import Emitter
 
 
 def deep_folder(folder: Path, renderer, out: Emitter) -> list[dict]:
-    man = M.read(folder)
+    man = manifest.read(folder)
     problems = []
     if man.template_sha256 != renderer.template_sha256:
         problems.append({"example": "", "check": "drift", "detail": "the base model's chat template changed since "

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from app.core.base import protocol as P
-from app.core.ship import template as T
+from app.core.ship import template as ship_template
 from app.core.ship.config import STAGE_CONVERT, STAGE_LORA, STAGE_MERGE, STAGE_QUANTIZE, STAGE_SMOKE, ExportConfig
 from app.core.ship.errors import ShipError
 from engine.workers import llama_tools
@@ -37,7 +37,7 @@ def merged(config: ExportConfig, models_dir: Path, hf_dir: Path, out: Emitter):
         raise ShipError(f"{config.base_model} has no chat template",
                         why="a GGUF without one makes every runtime guess the format (and the model ramble)",
                         fix="choose a base model with a chat template")
-    tok.chat_template = T.export_template(tok.chat_template)
+    tok.chat_template = ship_template.export_template(tok.chat_template)
     model.save_pretrained(hf_dir, safe_serialization=True)
     tok.save_pretrained(hf_dir)
     out.progress(STAGE_MERGE, 3, 3)
@@ -60,9 +60,9 @@ def check_template(gguf: Path, tok) -> tuple[str, str]:
         llm.close()
     if not embedded:
         raise ShipError("the GGUF carries no chat template", fix="the converter did not embed it: report this")
-    training = Renderer(tok, "export").text(T.PROBE)
+    training = Renderer(tok, "export").text(ship_template.PROBE)
     shipped = Jinja2ChatFormatter(embedded, eos_token=eos, bos_token=bos, add_generation_prompt=False)(
-        messages=T.PROBE).prompt
+        messages=ship_template.PROBE).prompt
     if shipped != training:
         raise ShipError("the chat template embedded in the GGUF renders differently from training",
                         why=f"training: {training[:200]!r} … shipped: {shipped[:200]!r}",
@@ -112,7 +112,7 @@ def run(spec: dict, out: Emitter) -> int:
     out.progress(STAGE_SMOKE, len(files), len(files))
     body = P.Exported(label=config.label, path=str(folder), files=files, lora_file=lora_file,
                       template_sha256=hashlib.sha256(embedded.encode()).hexdigest(),
-                      stop=T.stop_strings(embedded, eos), eos_token=eos, bos_token=tok.bos_token or "",
+                      stop=ship_template.stop_strings(embedded, eos), eos_token=eos, bos_token=tok.bos_token or "",
                       template=embedded)
     (folder / "export.json").write_text(json.dumps(body.model_dump(), indent=1), encoding="utf-8")
     out.emit(body)

@@ -13,7 +13,7 @@ from app.core import workers as runner
 from app.core.base.fingerprint import sha256_dir
 from app.core.capture.ingest import Ingestor
 from app.core.datafiles.formats import SPECS, record_problem
-from app.core.datasets import manifest as M
+from app.core.datasets import manifest as manifests
 from app.core.datasets.catalog import Registry
 from app.core.datasets.config import BuildConfig, Filters
 from app.core.datasets.pairs import Context, PairsConfig
@@ -57,28 +57,28 @@ def run_pairs(store, config: PairsConfig):
     assert outcome.ok, outcome.message
     ds = Registry(store).get(outcome.name)
     folder = Path(ds.path)
-    report = json.loads((folder / M.REPORT).read_text(encoding="utf-8"))
-    return ds, folder, report, list(M.iter_examples(folder, "train")), events
+    report = json.loads((folder / manifests.REPORT).read_text(encoding="utf-8"))
+    return ds, folder, report, list(manifests.iter_examples(folder, "train")), events
 
 
 def source_examples(store, name: str) -> dict[str, dict]:
-    return {r["id"]: r for r in M.iter_examples(Path(Registry(store).get(name).path), "train")}
+    return {r["id"]: r for r in manifests.iter_examples(Path(Registry(store).get(name).path), "train")}
 
 
 def register_source(store, tmp_path: Path, name: str, like: str, records: list[dict]) -> str:
     """A second SFT source dataset, written and registered like a build (manifest, immutable folder)."""
-    src = M.read(Path(Registry(store).get(like).path))
+    src = manifests.read(Path(Registry(store).get(like).path))
     folder = tmp_path / name
     folder.mkdir()
     write_jsonl(folder / "train.jsonl", records)
-    uses = {r["session_id"]: M.SessionUse(id=r["session_id"], split="train", examples=1, content_sha256="")
+    uses = {r["session_id"]: manifests.SessionUse(id=r["session_id"], split="train", examples=1, content_sha256="")
             for r in records}
-    man = M.Manifest(name=name, base_model=src.base_model, template_sha256=src.template_sha256,
+    man = manifests.Manifest(name=name, base_model=src.base_model, template_sha256=src.template_sha256,
                      created_at=datetime.now(timezone.utc).isoformat(),
-                     fingerprint=M.fingerprint({"train": [r["id"] for r in records]}, src.template_sha256),
-                     splits={"train": M.SplitSize(examples=len(records), sessions=len(uses))},
+                     fingerprint=manifests.fingerprint({"train": [r["id"] for r in records]}, src.template_sha256),
+                     splits={"train": manifests.SplitSize(examples=len(records), sessions=len(uses))},
                      sessions=list(uses.values()))
-    Registry(store).register(folder, M.write(folder, man))
+    Registry(store).register(folder, manifests.write(folder, man))
     return name
 
 
@@ -121,7 +121,7 @@ PREFERENCE_FILE = [
 def test_pairs_put_the_teachers_action_against_the_students_and_agreement_is_no_pair(store, tiny_model, adapter,
                                                                                      tmp_path):
     source = build_source(store, str(tiny_model), val_share=0.25, test_share=0.25)
-    src_man = M.read(Path(Registry(store).get(source).path))
+    src_man = manifests.read(Path(Registry(store).get(source).path))
     splits = {u.id: u.split for u in src_man.sessions}
     assert {"val", "test"} <= set(splits.values())  # there is something to keep out
     dropped = import_paths(Ingestor(store), [write_jsonl(tmp_path / "prefs.jsonl", PREFERENCE_FILE)])
@@ -131,12 +131,12 @@ def test_pairs_put_the_teachers_action_against_the_students_and_agreement_is_no_
     ds, folder, report, records, events = run_pairs(store, config)
 
     assert (ds.kind, ds.spec_id, ds.mode) == ("preference", "preference_v1", "pairs")
-    assert M.verify(folder) == [] and ds.examples == ds.train == len(records)
-    man = M.read(folder)
+    assert manifests.verify(folder) == [] and ds.examples == ds.train == len(records)
+    man = manifests.read(folder)
     assert man.student == {"base_model": str(tiny_model), "label": str(tiny_model), "adapter": str(adapter),
                            "adapter_sha256": sha256_dir(adapter), "decoding": "greedy", "max_new_tokens": 12}
     assert man.template_sha256 == src_man.template_sha256 and man.config["source"] == source
-    assert man.fingerprint == M.fingerprint({"train": [r["id"] for r in records]}, man.template_sha256)
+    assert man.fingerprint == manifests.fingerprint({"train": [r["id"] for r in records]}, man.template_sha256)
     assert all(record_problem(SPECS["preference_v1"], r) is None for r in records)
     assert all(list(r) == list(records[0]) for r in records)  # the same fields in every record
     assert not [e for e in events if e.type == "log" and e.body.level == "warning"]  # the adapter fits its base
@@ -201,7 +201,7 @@ def check_agreement_is_not_a_pair(store, tmp_path, source: str, records: list[di
     assert outcome["result"] == "agreed" and report["agreed"] >= 1
     assert not any(r["prompt"] == normalise(context) for r in records)  # no pair for it
     assert report["student_pairs"] >= 1 and report["contexts"] == len(report["outcomes"]) == asked(pair) + 2
-    assert M.read(folder).counts["agreed"] == report["agreed"]
+    assert manifests.read(folder).counts["agreed"] == report["agreed"]
 
 
 def test_no_source_dataset_fails_before_loading_the_model(store, tiny_model):
@@ -217,7 +217,7 @@ def test_smollm2_student_pairs_and_agreement(store, tmp_path, monkeypatch):
     source = build_source(store, "default")
     config = PairsConfig(max_contexts=2, max_new_tokens=16, include_dropped=False)  # base model "default"
     ds, folder, report, records, _ = run_pairs(store, config)
-    assert ds.kind == "preference" and M.read(folder).student["base_model"] == "default"
+    assert ds.kind == "preference" and manifests.read(folder).student["base_model"] == "default"
     assert report["contexts"] == 2 and report["student_pairs"] >= 1
     assert all(record_problem(SPECS["preference_v1"], r) is None for r in records)
     check_agreement_is_not_a_pair(store, tmp_path, source, records, config)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
-from app.core.desktop import entries as E, install, status, uninstall
+from app.core.desktop import entries as desktop_entries, install, status, uninstall
 from app.core.desktop.installer import is_live
 
 SHARED_MIME = "{http://www.freedesktop.org/standards/shared-mime-info}"
@@ -66,7 +66,7 @@ def test_install_writes_valid_entries_icons_and_the_jsonl_type(tmp_path):
     report = install("/usr/bin/nightschool", prefix=prefix, autostart=True, config_home=config, refresh=False)
     launcher, login = prefix / "applications/nightschool.desktop", config / "autostart/nightschool.desktop"
     assert set(report.written) == files_under(prefix, config) and report.autostart == login
-    assert len(report.written) == 2 + 1 + len(E.PNG_SIZES) + 1  # two entries, the SVG, the PNGs, the MIME package
+    assert len(report.written) == 2 + 1 + len(desktop_entries.PNG_SIZES) + 1  # two entries, the SVG, the PNGs, the MIME package
     validate(launcher, login)
     text = launcher.read_text()
     for line in ("Exec=/usr/bin/nightschool gui %F", "Icon=nightschool", "MimeType=application/jsonl;",
@@ -77,8 +77,8 @@ def test_install_writes_valid_entries_icons_and_the_jsonl_type(tmp_path):
     assert "Exec=/usr/bin/nightschool tray --learn" in login_lines  # the tray process (and learning) at login
     assert "X-GNOME-Autostart-enabled=true" in login_lines and not any(x.startswith("MimeType") for x in login_lines)
     svg = prefix / "icons/hicolor/scalable/apps/nightschool.svg"
-    assert svg.read_bytes() == E.SVG.read_bytes()
-    for size in E.PNG_SIZES:
+    assert svg.read_bytes() == desktop_entries.SVG.read_bytes()
+    for size in desktop_entries.PNG_SIZES:
         assert png_size(prefix / f"icons/hicolor/{size}x{size}/apps/nightschool.png") == (size, size)
     mime = ET.parse(prefix / "mime/packages/nightschool.xml").getroot()
     jsonl = mime.find(f"{SHARED_MIME}mime-type")
@@ -91,8 +91,8 @@ def test_install_writes_valid_entries_icons_and_the_jsonl_type(tmp_path):
 
 
 def test_the_committed_pngs_are_the_sizes_they_are_named():
-    for size in E.PNG_SIZES:
-        assert png_size(E.PNG_DIR / f"{size}.png") == (size, size)
+    for size in desktop_entries.PNG_SIZES:
+        assert png_size(desktop_entries.PNG_DIR / f"{size}.png") == (size, size)
 
 
 def test_uninstall_removes_exactly_what_install_wrote(tmp_path):
@@ -147,21 +147,21 @@ def launched(gio: str, entry: Path, out: Path, *args: str, timeout_s: float = 20
 
 
 def test_exec_quoting_follows_the_desktop_entry_spec():
-    assert E.exec_value(["/usr/bin/nightschool"]) == "/usr/bin/nightschool"
-    assert E.exec_value(["/opt/My Apps/nightschool"]) == '"/opt/My Apps/nightschool"'
-    assert E.exec_value(["/opt/100%/ns"]) == "/opt/100%%/ns"  # a literal % is doubled (field codes)
-    assert E.exec_value(['/o/"a"$b']) == '"/o/\\\\"a\\\\"\\\\$b"'  # quoted-arg escapes, then the string escapes
+    assert desktop_entries.exec_value(["/usr/bin/nightschool"]) == "/usr/bin/nightschool"
+    assert desktop_entries.exec_value(["/opt/My Apps/nightschool"]) == '"/opt/My Apps/nightschool"'
+    assert desktop_entries.exec_value(["/opt/100%/ns"]) == "/opt/100%%/ns"  # a literal % is doubled (field codes)
+    assert desktop_entries.exec_value(['/o/"a"$b']) == '"/o/\\\\"a\\\\"\\\\$b"'  # quoted-arg escapes, then the string escapes
 
 
 def test_the_default_command_is_the_running_nightschool():
-    argv, workdir = E.default_command()
+    argv, workdir = desktop_entries.default_command()
     script = Path(sys.executable).with_name("nightschool")
     if script.is_file() and os.access(script, os.X_OK):
         assert (argv, workdir) == ([str(script)], None)
     else:
         assert argv == [sys.executable, "-m", "app.cli.main"] and workdir is not None
-    text = E.launcher_text(argv, workdir)
-    assert f"Exec={E.exec_value(argv)} gui %F" in text.splitlines()
+    text = desktop_entries.launcher_text(argv, workdir)
+    assert f"Exec={desktop_entries.exec_value(argv)} gui %F" in text.splitlines()
 
 
 def test_update_mime_database_resolves_jsonl_in_the_data_home(xdg):

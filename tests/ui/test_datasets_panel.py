@@ -212,7 +212,7 @@ def test_a_preference_dataset_reports_its_pairs(tmp_path):
     """The report of a preference dataset (a hand-made folder: the worker is tested in tests/engine/test_pairs.py)."""
     import json
 
-    from app.core.datasets import manifest as M
+    from app.core.datasets import manifest
     from app.ui.datasets import read_details
     from app.ui.datasets_panel import report_html
 
@@ -223,9 +223,9 @@ def test_a_preference_dataset_reports_its_pairs(tmp_path):
     (tmp_path / "report.json").write_text(json.dumps({"source": {"name": "sft-1"}, "contexts": 9, "agreed": 4,
                                                       "student_pairs": 5, "dropped_pairs": 0, "excluded": 0,
                                                       "truncated": 1}))
-    M.write(tmp_path, M.Manifest(name="pairs-1", kind="preference", spec_id="preference_v1", base_model="default",
+    manifest.write(tmp_path, manifest.Manifest(name="pairs-1", kind="preference", spec_id="preference_v1", base_model="default",
                                  template_sha256="t" * 64, created_at="2026-11-22T00:00:00", fingerprint="f" * 64,
-                                 splits={"train": M.SplitSize(examples=1)}))
+                                 splits={"train": manifest.SplitSize(examples=1)}))
     html = report_html(read_details("pairs-1", tmp_path))
     assert "Student already agreed" in html and ">4<" in html and "sft-1" in html
     assert "Let me read utils.py first." in html and "Done!" in html

@@ -15,16 +15,16 @@ import platformdirs
 
 from app.core.base.errors import Explained
 from app.core.base.files import atomic_write
-from app.core.desktop import entries as E
+from app.core.desktop import entries
 
-LAUNCHER = Path("applications") / f"{E.APP_ID}.desktop"
-SCALABLE = Path("icons/hicolor/scalable/apps") / f"{E.APP_ID}.svg"
-MIME_PACKAGE = Path("mime/packages") / f"{E.APP_ID}.xml"
+LAUNCHER = Path("applications") / f"{entries.APP_ID}.desktop"
+SCALABLE = Path("icons/hicolor/scalable/apps") / f"{entries.APP_ID}.svg"
+MIME_PACKAGE = Path("mime/packages") / f"{entries.APP_ID}.xml"
 REFRESH_TIMEOUT_S = 60
 
 
 def png_path(size: int) -> Path:
-    return Path(f"icons/hicolor/{size}x{size}/apps/{E.APP_ID}.png")
+    return Path(f"icons/hicolor/{size}x{size}/apps/{entries.APP_ID}.png")
 
 
 def data_home() -> Path:
@@ -38,18 +38,18 @@ def config_home() -> Path:
 
 
 def autostart_path(config: Path | None = None) -> Path:
-    return (config or config_home()) / "autostart" / f"{E.APP_ID}.desktop"
+    return (config or config_home()) / "autostart" / f"{entries.APP_ID}.desktop"
 
 
 def prefix_files(prefix: Path) -> list[Path]:
     """Every file install writes under the prefix (the same list uninstall removes)."""
-    relative = [LAUNCHER, SCALABLE, *(png_path(n) for n in E.PNG_SIZES), MIME_PACKAGE]
+    relative = [LAUNCHER, SCALABLE, *(png_path(n) for n in entries.PNG_SIZES), MIME_PACKAGE]
     return [prefix / p for p in relative]
 
 
 def _sources(prefix: Path) -> dict[Path, Path]:
     """target -> the resource it is a copy of (the icons)."""
-    found = {prefix / SCALABLE: E.SVG, **{prefix / png_path(n): E.PNG_DIR / f"{n}.png" for n in E.PNG_SIZES}}
+    found = {prefix / SCALABLE: entries.SVG, **{prefix / png_path(n): entries.PNG_DIR / f"{n}.png" for n in entries.PNG_SIZES}}
     missing = [str(src) for src in found.values() if not src.is_file()]
     if missing:
         raise Explained(f"Icon files are missing: {', '.join(missing)}", "they ship in Nightschool's resources/",
@@ -110,17 +110,17 @@ def install(exec_cmd: str | Sequence[str] | None = None, prefix: Path | None = N
     """Write the launcher, its icons and the *.jsonl MIME type under the prefix (and the login entry when autostart),
     then refresh the desktop's caches. exec_cmd: the program path (or an argv); None: the running nightschool."""
     prefix = Path(prefix) if prefix is not None else default_prefix()
-    argv, workdir = E.command_argv(exec_cmd)
-    launcher = E.launcher_text(argv, workdir)
-    report = InstallReport(prefix=prefix, exec=E.exec_value(argv), live=is_live(prefix))
-    texts = {prefix / LAUNCHER: launcher, prefix / MIME_PACKAGE: E.MIME_XML}
+    argv, workdir = entries.command_argv(exec_cmd)
+    launcher = entries.launcher_text(argv, workdir)
+    report = InstallReport(prefix=prefix, exec=entries.exec_value(argv), live=is_live(prefix))
+    texts = {prefix / LAUNCHER: launcher, prefix / MIME_PACKAGE: entries.MIME_XML}
     for target, source in _sources(prefix).items():
         _write(target, source.read_bytes(), report.written)
     for target, text in texts.items():
         _write(target, text, report.written)
     if autostart:
         report.autostart = autostart_path(config_home)
-        _write(report.autostart, E.autostart_text(launcher), report.written)
+        _write(report.autostart, entries.autostart_text(launcher), report.written)
     report.written.sort()
     report.refreshed, report.skipped = refresh_caches(prefix, refresh)
     return report
@@ -161,7 +161,7 @@ def status(prefix: Path | None = None, config_home: Path | None = None) -> Deskt
     missing = [p for p in files if not p.is_file()]
     entry = prefix / LAUNCHER
     login = autostart_path(config_home)
-    exec_line = E.exec_of(entry.read_text(encoding="utf-8", errors="replace")) if entry.is_file() else None
+    exec_line = entries.exec_of(entry.read_text(encoding="utf-8", errors="replace")) if entry.is_file() else None
     return DesktopStatus(prefix=prefix, launcher=entry.is_file(), complete=not missing,
                          present=[p for p in files if p not in missing], missing=missing,
                          autostart=login if login.is_file() else None, exec=exec_line)

@@ -11,7 +11,7 @@ from sqlalchemy import delete, func, select
 
 from app.core.base.schema import CorrectionRow, ExperienceRow
 from app.core.base.store import Store
-from app.core.experience import flags as F
+from app.core.experience import flags
 from app.core.experience.config import BufferConfig
 from app.core.experience.errors import ExperienceError, no_experience
 
@@ -39,7 +39,7 @@ class Recorded:
 
 def record(store: Store, entry: Recorded) -> str:
     """Store one entry, flagged when it needs improvement (the reasons are computed when not given)."""
-    reasons = entry.reasons or F.needs_improvement(entry.request, entry.answer, entry.finish_reason,
+    reasons = entry.reasons or flags.needs_improvement(entry.request, entry.answer, entry.finish_reason,
                                                    entry.request.get("max_tokens"))
     row = ExperienceRow(id=entry.id, client=entry.client[:120], model=entry.model, model_sha256=entry.model_sha256,
                         route=entry.route, request_json=json.dumps(entry.request), answer_json=json.dumps(entry.answer),
@@ -66,7 +66,7 @@ def flag(store: Store, exp_id: str, kind: str, text: str) -> dict:
         row = _row(s, exp_id)
         reasons = json.loads(row.reasons_json or "[]")
         if not any(r["kind"] == kind for r in reasons):
-            reasons.append(F.reason(kind, text))
+            reasons.append(flags.reason(kind, text))
             row.reasons_json = json.dumps(reasons)
         if row.state == "recorded":
             row.state = "flagged"
@@ -83,7 +83,7 @@ def feedback(store: Store, exp_id: str, rating: str, correction: Any = None, not
         row = _row(s, exp_id)
         row.feedback = rating
     if rating == "down":
-        flag(store, exp_id, F.CLIENT, "the client marked the answer bad" + (f": {note.strip()}" if note.strip() else ""))
+        flag(store, exp_id, flags.CLIENT, "the client marked the answer bad" + (f": {note.strip()}" if note.strip() else ""))
     if answer is not None:
         from app.core.experience import corrections
 
@@ -143,7 +143,7 @@ def counts(store: Store) -> dict[str, Any]:
         fixes = dict(s.execute(select(CorrectionRow.state, func.count()).group_by(CorrectionRow.state)).all())
         reasons = [json.loads(r) for r in s.scalars(select(ExperienceRow.reasons_json)
                                                     .where(ExperienceRow.reasons_json != "[]"))]
-    by_reason = {k: sum(any(r["kind"] == k for r in rs) for rs in reasons) for k in F.KINDS}
+    by_reason = {k: sum(any(r["kind"] == k for r in rs) for rs in reasons) for k in flags.KINDS}
     return {"total": sum(by_state.values()), "by_state": by_state, "by_reason": by_reason, "corrections": fixes}
 
 

@@ -26,7 +26,7 @@ from sqlalchemy import select
 from app.core.base.schema import AgentSession, ExperienceRow, MessageRow
 from app.core.base.store import Store
 from app.core.capture.rows import parts_of
-from app.core.experience import flags as F
+from app.core.experience import flags as flagging
 from app.core.experience.buffer import flag
 from app.core.toolcalls.actions import SHELL_TOOLS, call_path, shell_command
 from app.core.toolcalls.agreement import close_arguments
@@ -82,7 +82,7 @@ def tasks(store: Store) -> dict[str, list[Task]]:
         last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
         text = normalise(text_of(last.get("content"))) if last.get("role") == "user" else ""
         if text:
-            offered = set(F.request_tools(request))
+            offered = set(flagging.request_tools(request))
             out.setdefault(text, []).append(Task(exp_id, _utc(created), offered, json.loads(answer_json or "{}")))
     return out
 
@@ -167,7 +167,7 @@ def scan(store: Store) -> list[Contradiction]:
             if differs is None:
                 continue
             did, student = differs
-            flag(store, task.experience_id, F.CONTRADICTED,
+            flag(store, task.experience_id, flagging.CONTRADICTED,
                  f"a later teacher session ({sid}) on the same task {did}; the student {student}")
             found[task.experience_id] = Contradiction(task.experience_id, sid, did, student)
     return list(found.values())

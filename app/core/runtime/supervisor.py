@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.core.base.store import Store
-from app.core.runtime.machinery import lock as L
+from app.core.runtime.machinery import lock as runtime_lock
 from app.core.runtime.machinery.bus import Bus
 from app.core.runtime.machinery.channel import StatusChannel
 from app.core.runtime.school.orchestrator import Orchestrator
@@ -34,7 +34,7 @@ class Runtime:
         self.bus = Bus()
         self.stopping = threading.Event()
         self.wake_up = threading.Event()
-        self.lock: L.RuntimeLock | None = None
+        self.lock: runtime_lock.RuntimeLock | None = None
         self.channel: StatusChannel | None = None
         self.capture = None
         self.queue = None
@@ -45,8 +45,8 @@ class Runtime:
     def start(self) -> Runtime:
         from app.core.queue.scheduler import Queue
 
-        self.lock = L.RuntimeLock.acquire(self.role)
-        self.channel = StatusChannel(self.bus, L.runtime_dir(), self.snapshot)
+        self.lock = runtime_lock.RuntimeLock.acquire(self.role)
+        self.channel = StatusChannel(self.bus, runtime_lock.runtime_dir(), self.snapshot)
         self.channel.start()
         self.lock.update(channel=str(self.channel.path), token=self.channel.token)
         self.queue = Queue(self.store)

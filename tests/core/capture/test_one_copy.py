@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, insert
 
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, utcnow
 from app.core.base.store import Store, alembic_config
-from app.core.capture import rows as R
+from app.core.capture import rows
 from app.core.capture.claude import parse_claude_with_subagents
 from app.core.capture.ingest import Ingestor, _counts, _group_files, session_key
 from app.core.scrub.scrubber import Scrubber
@@ -99,7 +99,7 @@ def old_ingest(engine, spelling: Path) -> str:
     session = parse_claude_with_subagents(main, final=True)
     Scrubber(home="/home/me").session(session)
     sid = session_key("claude-code", main)
-    sessions, messages = R.session_rows(sid, session)
+    sessions, messages = rows.session_rows(sid, session)
     counts = {f: _counts("claude-code", s) for f, s in _group_files(main, session).items()}
     with engine.begin() as conn:
         conn.execute(insert(AgentSession), sessions)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.core.datafiles.formats import SPECS, record_problem
-from app.core.datasets import manifest as M
+from app.core.datasets import manifest as manifests
 from app.core.datasets.builder import BuildError
 from app.core.datasets.catalog import Registry
 from app.core.datasets.pairs import (
@@ -137,7 +137,7 @@ def example(session: str, n: int, example_id: str | None = None, **extra) -> dic
         msgs += [assistant(f"step {i}", call("Read", {"path": f"{session}/{i}.py"}, f"c{i}")),
                  {"role": "tool", "tool_call_id": f"c{i}", "name": "Read", "content": f"contents {i}"}]
     msgs.append(assistant(f"Fixed {session}."))
-    return {"id": example_id or M.example_id(msgs, "template-a"), "session_id": session, "window": 0,
+    return {"id": example_id or manifests.example_id(msgs, "template-a"), "session_id": session, "window": 0,
             "messages": msgs, **extra}
 
 
@@ -185,15 +185,15 @@ def built_sft(store, tmp_path: Path, name: str, by_split: dict[str, list[dict]],
     """An SFT dataset folder as the builder writes it, registered."""
     folder = tmp_path / name
     folder.mkdir()
-    for split, file in M.SPLIT_FILES.items():
+    for split, file in manifests.SPLIT_FILES.items():
         write_jsonl(folder / file, by_split.get(split, []))
-    uses = [M.SessionUse(id=r["session_id"], split=s, examples=1, content_sha256="c" * 64)
+    uses = [manifests.SessionUse(id=r["session_id"], split=s, examples=1, content_sha256="c" * 64)
             for s, recs in by_split.items() for r in recs]
-    man = M.Manifest(name=name, base_model=base_model, template_sha256="t" * 64,
+    man = manifests.Manifest(name=name, base_model=base_model, template_sha256="t" * 64,
                      created_at=datetime.now(timezone.utc).isoformat(),
-                     fingerprint=M.fingerprint({s: [r["id"] for r in recs] for s, recs in by_split.items()}, "t"),
-                     splits={s: M.SplitSize(examples=len(r)) for s, r in by_split.items()}, sessions=uses)
-    Registry(store).register(folder, M.write(folder, man))
+                     fingerprint=manifests.fingerprint({s: [r["id"] for r in recs] for s, recs in by_split.items()}, "t"),
+                     splits={s: manifests.SplitSize(examples=len(r)) for s, r in by_split.items()}, sessions=uses)
+    Registry(store).register(folder, manifests.write(folder, man))
     return Path(Registry(store).get(name).path)
 
 
@@ -270,10 +270,10 @@ def test_a_build_keeps_disagreements_only(store, tmp_path):
 
     student.answers[("s2", 2)] = "I could not fix it, because…"
     man = build(p, student, tmp_path / "out2")
-    records = list(M.iter_examples(tmp_path / "out2", "train"))
+    records = list(manifests.iter_examples(tmp_path / "out2", "train"))
     assert [(r["session_id"], r["turn"], r["rejected"][0]["content"], r["truncated"]) for r in records] == \
         [("s2", 2, "I could not fix it, because", True)]
-    report = json.loads((tmp_path / "out2" / M.REPORT).read_text())
+    report = json.loads((tmp_path / "out2" / manifests.REPORT).read_text())
     assert (report["contexts"], report["agreed"], report["pairs"], report["excluded"]) == (3, 2, 1, 0)
     assert report["truncated"] == 1
     assert [o["result"] for o in report["outcomes"]] == ["agreed", "agreed", "pair"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from app.core.base.schema import AgentSession
-from app.core.datasets import manifest as M
+from app.core.datasets import manifest as manifests
 from app.core.datasets.catalog import Registry
 from app.core.experience import buffer, config, contradictions, corrections
 from app.core.experience.buffer import Recorded
@@ -66,7 +66,7 @@ def test_an_accepted_correction_trains_in_the_next_build_once_with_its_pair(stor
     sessions(store, agent_dir, 6)
     first, a = build(name="a")
     assert first.ok, first.message
-    assert not of_source(a.path, "correction") and not (Path(a.path) / M.PAIRS).exists()
+    assert not of_source(a.path, "correction") and not (Path(a.path) / manifests.PAIRS).exists()
 
     fix = corrected(store, "exp-1")
     second, b = build(name="b")  # no new session, only the correction: not "identical", a dataset of its own
@@ -85,27 +85,27 @@ def test_an_accepted_correction_trains_in_the_next_build_once_with_its_pair(stor
     for split in ("val", "test"):
         assert not [r for r in records(Path(b.path), split) if r.get("correction_id")]
 
-    man = M.read(Path(b.path))
+    man = manifests.read(Path(b.path))
     [use] = man.corrections
     assert (use.correction_id, use.experience_id, use.teacher_model, use.source, use.cost) == \
         (fix["id"], "exp-1", "stand-in-teacher", "teacher", 0.002)
     assert use.created_at and use.example_id == example["id"]
     assert man.counts["from_corrections"] == 1 and man.counts["correction_pairs"] == 1
-    [pair] = list(M.iter_pairs(Path(b.path)))
+    [pair] = list(manifests.iter_pairs(Path(b.path)))
     assert pair["id"] == use.pair_id and pair["source"] == "correction" and pair["correction_id"] == fix["id"]
     assert "pytest -q tests/" in pair["chosen"][0]["content"] and '"cmd": 1' in pair["rejected"][0]["content"]
     assert pair["prompt"][-1] == {"role": "user", "content": "Run the tests of the parser and tell me what fails"}
-    assert M.PAIRS in man.files and M.verify(Path(b.path)) == []
+    assert manifests.PAIRS in man.files and manifests.verify(Path(b.path)) == []
 
     copy = Path(shutil.copytree(b.path, Path(b.path).parent / "tampered"))
-    (copy / M.PAIRS).chmod(0o644)
-    (copy / M.PAIRS).write_text("{}\n")
-    assert M.verify(copy) == [f"{M.PAIRS} changed after the build (sha256 differs)"]
+    (copy / manifests.PAIRS).chmod(0o644)
+    (copy / manifests.PAIRS).write_text("{}\n")
+    assert manifests.verify(copy) == [f"{manifests.PAIRS} changed after the build (sha256 differs)"]
 
     sessions(store, agent_dir, 9, start=6)
     third, c = build(name="c")  # new sessions; the correction was trained on: not added again
     assert third.ok, third.message
-    assert not of_source(c.path, "correction") and M.read(Path(c.path)).corrections == []
+    assert not of_source(c.path, "correction") and manifests.read(Path(c.path)).corrections == []
     assert all(r.get("correction_id") is None or r["source"] == "replay" for r in records(Path(c.path), "train"))
 
 
@@ -116,7 +116,7 @@ def test_with_review_required_nothing_trains_before_accept(store, agent_dir, bui
     assert fix["state"] == "waiting"
     first, a = build(name="a")
     assert first.ok, first.message
-    assert not of_source(a.path, "correction") and M.read(Path(a.path)).corrections == []
+    assert not of_source(a.path, "correction") and manifests.read(Path(a.path)).corrections == []
 
     corrections.decide(store, fix["id"], accept=True, by="test")
     second, b = build(name="b")
@@ -134,7 +134,7 @@ def test_corrections_beyond_the_share_wait_for_the_next_build(store, agent_dir, 
     new = len(of_source(a.path, "new"))
     took = len(of_source(a.path, "correction"))
     assert 0 < took == max(1, int(new * 0.1 / 0.9)) < 3 and took / (new + took) <= 0.1
-    assert M.read(Path(a.path)).counts["corrections waiting for the next build (share)"] == 3 - took
+    assert manifests.read(Path(a.path)).counts["corrections waiting for the next build (share)"] == 3 - took
     second, b = build(name="b", corrections_share=0.1, corrections_min=5)  # no new session: the minimum applies
     assert second.ok, second.message
     assert {r["experience_id"] for r in of_source(b.path, "correction")} | \
@@ -156,7 +156,7 @@ def test_the_pairs_worker_adds_the_datasets_correction_pairs(store, agent_dir, b
     got = [r for r in records(Path(mined.path), "train") if r["source"] == "correction"]
     assert [(r["correction_id"], r["experience_id"], r["teacher_model"]) for r in got] == \
         [(fix["id"], "exp-pair", "stand-in-teacher")]
-    report = json.loads((Path(mined.path) / M.REPORT).read_text())
+    report = json.loads((Path(mined.path) / manifests.REPORT).read_text())
     assert report["correction_pairs"] == 1
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.datasets import manifest as M
+from app.core.datasets import manifest as manifests
 from app.core.experience import config, corrections, keys, teacher
 from tests.core.datasets.conftest import agent_dir, build  # noqa: F401 - the dataset tests' fixtures
 from tests.core.datasets.helpers import ingest, records, write_session
@@ -68,7 +68,7 @@ def test_a_flagged_answer_is_corrected_reviewed_and_trained_on_in_the_next_datas
 
     before, a = build(name="before-review")
     assert before.ok, before.message
-    assert not corrections_in(a.path) and M.read(Path(a.path)).corrections == []  # nothing trains before Accept
+    assert not corrections_in(a.path) and manifests.read(Path(a.path)).corrections == []  # nothing trains before Accept
 
     corrections.decide(store, fix["id"], accept=True, by="test")
     after, b = build(name="after-review")
@@ -76,9 +76,9 @@ def test_a_flagged_answer_is_corrected_reviewed_and_trained_on_in_the_next_datas
     [example] = corrections_in(b.path)
     assert (example["correction_id"], example["experience_id"]) == (fix["id"], exp_id)
     assert example["messages"][-1]["tool_calls"][0]["function"] == {"name": "Bash", "arguments": {"command": "ls"}}
-    [used] = M.read(Path(b.path)).corrections
+    [used] = manifests.read(Path(b.path)).corrections
     assert (used.experience_id, used.teacher_model, used.source) == (exp_id, "stand-in-teacher-1", "teacher")
-    [pair] = list(M.iter_pairs(Path(b.path)))
+    [pair] = list(manifests.iter_pairs(Path(b.path)))
     assert pair["correction_id"] == fix["id"] and '"command": "ls"' in pair["chosen"][0]["content"]
     assert pair["rejected"][0]["content"] == '<tool_call>{"name": "Bash", "arguments": {}}</tool_call>'
 

@@ -19,7 +19,7 @@ import pytest
 from app.core.base import paths
 from app.core.base.fingerprint import sha256_file
 from app.core.experience import buffer, config, flags
-from app.core.ship import serving as S
+from app.core.ship import serving
 from engine.workers import llama_tools
 from engine.serve.recorder import Exchange, Recorder
 from tests.conftest import kill_engines_under
@@ -60,11 +60,11 @@ def server(shippable_model, tmp_path_factory):
         mp.setenv("NIGHTSCHOOL_HOME", str(home))
         gguf = llama_tools.convert(shippable_model, root / "tiny.f16.gguf", root / "convert.log")
         sha = sha256_file(gguf)
-        state = S.start(S.Model("tiny", str(gguf), sha), port=0)
+        state = serving.start(serving.Model("tiny", str(gguf), sha), port=0)
         try:
-            yield Served(home, f"http://{state['host']}:{state['port']}", S.api_key(), sha)
+            yield Served(home, f"http://{state['host']}:{state['port']}", serving.api_key(), sha)
         finally:
-            S.stop()
+            serving.stop()
             kill_engines_under(home)
 
 
@@ -102,14 +102,14 @@ def answered(server: Served, route: str, body: dict, headers: dict | None = None
 def recording(store, on: bool) -> dict:
     """Turn the buffer on/off as the GUI and CLI do; the server's status call puts the setting in effect at once."""
     config.set_buffer(store, "enabled", on)
-    code, status = S.request("GET", "/nightschool/status")
+    code, status = serving.request("GET", "/nightschool/status")
     assert code == 200 and status["recording"]["enabled"] is on, status
     return status["recording"]
 
 
 def entry(exp_id: str) -> dict:
     """The recorded entry over HTTP (the server answers once its write is done)."""
-    code, body = S.request("GET", f"/nightschool/experience/{exp_id}")
+    code, body = serving.request("GET", f"/nightschool/experience/{exp_id}")
     assert code == 200, body
     return body
 
@@ -231,7 +231,7 @@ def test_nothing_is_recorded_while_the_buffer_is_off(server, store):
     total = buffer.counts(store)["total"]
     reply = post(server, "/v1/chat/completions", {"messages": CAPITAL, "max_tokens": 8})
     assert reply.status == 200 and reply.experience is None  # no id: nothing will be recorded
-    after = S.request("GET", "/nightschool/status")[1]["recording"]
+    after = serving.request("GET", "/nightschool/status")[1]["recording"]
     assert (after["recorded"], after["queued"], after["pending"]) == (before["recorded"], 0, 0)
     assert buffer.counts(store)["total"] == total
     # the writer discards what was queued before the setting went off
@@ -255,17 +255,17 @@ def test_feedback_up_down_and_malformed_calls(server, store):
     recording(store, True)
     first = answered(server, "/v1/chat/completions", {"messages": CAPITAL, "max_tokens": 8})
     # rated straight after the answer: the server finishes writing the entry first
-    code, body = S.request("POST", "/nightschool/feedback", {"experience": first.experience, "rating": "up"})
+    code, body = serving.request("POST", "/nightschool/feedback", {"experience": first.experience, "rating": "up"})
     assert code == 200 and body["feedback"] == "up" and not any(r["kind"] == "client" for r in body["reasons"])
 
     second = answered(server, "/v1/chat/completions", {"messages": CAPITAL, "max_tokens": 8})
-    code, body = S.request("POST", "/nightschool/feedback", {"experience": second.experience, "rating": "down",
+    code, body = serving.request("POST", "/nightschool/feedback", {"experience": second.experience, "rating": "down",
                                                              "note": "it should name Paris"})
     assert code == 200 and body["feedback"] == "down" and body["state"] == "flagged"
     assert {"kind": "client", "text": "the client marked the answer bad: it should name Paris"} in body["reasons"]
 
     third = answered(server, "/v1/chat/completions", {"messages": CAPITAL, "max_tokens": 8})
-    code, body = S.request("POST", "/nightschool/feedback", {"experience": third.experience, "rating": "down",
+    code, body = serving.request("POST", "/nightschool/feedback", {"experience": third.experience, "rating": "down",
                                                              "correction": "The capital of France is Paris."})
     assert code == 200 and body["feedback"] == "down", body
     (offered,) = body["corrections"]  # validated and stored like a teacher's (accepted or rejected with the reason)
@@ -282,10 +282,10 @@ def test_feedback_up_down_and_malformed_calls(server, store):
         "empty": ({"experience": "", "rating": "down"}, "experience"),
     }
     for case, (body, words) in refused.items():
-        code, answer = S.request("POST", "/nightschool/feedback", body)
+        code, answer = serving.request("POST", "/nightschool/feedback", body)
         assert code == 422 and words in json.dumps(answer["detail"]), (case, answer)
-    code, answer = S.request("POST", "/nightschool/feedback", {"experience": "0" * 32, "rating": "down"})
+    code, answer = serving.request("POST", "/nightschool/feedback", {"experience": "0" * 32, "rating": "down"})
     assert code == 404 and "there is no experience" in answer["detail"]
-    code, _ = S.request("POST", "/nightschool/feedback", {"experience": first.experience, "rating": "down"}, key=None)
+    code, _ = serving.request("POST", "/nightschool/feedback", {"experience": first.experience, "rating": "down"}, key=None)
     assert code == 401
     assert entry(first.experience) == unchanged  # nothing was changed by the refused calls
