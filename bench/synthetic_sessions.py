@@ -8,7 +8,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 MODEL = "claude-sonnet-4-5"
 
@@ -298,20 +298,23 @@ class Gen:
                                timestamp=clock.tick(rng))]
 
 
-def populate(store, n: int, seed: int = 7) -> Counter:
-    """n top-level sessions (~2 % near-duplicates of an earlier one) through session_rows, one transaction per 200."""
+def populate(store, n: int, seed: int = 7, start_index: int = 0, written: Callable | None = None) -> Counter:
+    """n top-level sessions (~2 % near-duplicates of an earlier one) through session_rows, one transaction per 200.
+
+    `start_index` grows a store made by an earlier call (new ids, later times); `written(rows, messages)` sees each
+    batch as it is stored."""
     from sqlalchemy import insert
 
     from app.core.base.schema import AgentSession, MessageRow
     from app.core.capture.rows import session_rows
 
-    rng, gen, stats = random.Random(seed), Gen(), Counter()
+    rng, gen, stats = random.Random(seed + start_index), Gen(), Counter()
     seeds: list[int] = []
     kept: dict[int, bool] = {}  # seed -> finished with tool calls (a near-duplicate shares its original's fate)
-    start = time.mktime((2026, 6, 1, 9, 0, 0, 0, 0, 0))
+    start = time.mktime((2026, 6, 1, 9, 0, 0, 0, 0, 0)) + start_index * 2.1 * 3600
     batch_s: list[dict] = []
     batch_m: list[dict] = []
-    for i in range(n):
+    for i in range(start_index, start_index + n):
         start += rng.uniform(60, 4 * 3600)
         if seeds and rng.random() < 0.02:
             s, mutate = rng.choice(seeds), rng.randint(1, 4)
@@ -331,9 +334,11 @@ def populate(store, n: int, seed: int = 7) -> Counter:
         stats.update(f"outcome {r['outcome']}" for r in rows)
         batch_s += rows
         batch_m += messages
-        if len(batch_s) >= 200 or i == n - 1:
+        if len(batch_s) >= 200 or i == start_index + n - 1:
             with store.engine.begin() as conn:
                 conn.execute(insert(AgentSession), batch_s)
                 conn.execute(insert(MessageRow), batch_m)
+            if written:
+                written(batch_s, batch_m)
             batch_s, batch_m = [], []
     return stats

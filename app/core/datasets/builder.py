@@ -13,7 +13,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any, Callable
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.core.base.schema import AgentSession, MessageRow, SessionMark
 from app.core.base.store import Store
@@ -39,16 +39,21 @@ def _marks(store: Store) -> dict[str, float]:
         return {m.session_id: m.weight for m in s.scalars(select(SessionMark))}
 
 
-def load_conversations(store: Store, config: BuildConfig, b: Build, progress: Progress) -> list[Conversation]:
-    """Stored sessions through the filters and into conversations, oldest first."""
+def load_conversations(store: Store, config: BuildConfig, b: Build, progress: Progress,
+                       skip: Any = None) -> list[Conversation]:
+    """Stored sessions through the filters and into conversations, oldest first; `skip` (a clause on AgentSession)
+    leaves sessions unread (counted in `b.unread` and in the sessions seen)."""
+    query = select(AgentSession).order_by(AgentSession.started_at, AgentSession.id)
     with store.session() as s:
-        sessions = list(s.scalars(select(AgentSession).order_by(AgentSession.started_at, AgentSession.id)))
-    b.counts["sessions"] = len(sessions)
+        skipped = s.scalar(select(func.count()).select_from(AgentSession).where(skip)) if skip is not None else 0
+        sessions = list(s.scalars(query.where(~skip) if skip is not None else query))
+    b.unread = skipped
+    b.counts["sessions"] = len(sessions) + skipped
     marks = _marks(store)
     bad = {sid for sid, weight in marks.items() if weight <= 0}
-    sessions = [sess for sess in sessions if sess.id not in bad]
-    if len(sessions) < b.counts["sessions"]:
-        b.filters["marked bad"] = b.counts["sessions"] - len(sessions)
+    read, sessions = len(sessions), [sess for sess in sessions if sess.id not in bad]
+    if len(sessions) < read:
+        b.filters["marked bad"] = read - len(sessions)
     kept, removed = filters.apply(sessions, config.filters)
     b.filters.update({name: removed.get(name, 0) for name, _ in filters.rules(config.filters)})
     rescued = [sess for sess in sessions if marks.get(sess.id, 1.0) > 1.0 and sess not in kept]
@@ -195,11 +200,12 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path, prog
     b, registry = Build(), Registry(store)
     mode, name = _mode(store, config), config.name or default_name("sft")
     heldout, prior = registry.heldout(config.base_model), registry.prior_splits(config.base_model)
-    convs = load_conversations(store, config, b, progress)
+    unread = registry.unchanged_since_used(config.base_model, config.learned_from) if mode == "incremental" else None
+    convs = load_conversations(store, config, b, progress, unread)
     if mode == "incremental":
         used = registry.used(config.base_model, config.learned_from)
         fresh = [c for c in convs if (c.session_id, c.content_sha256) not in used]
-        b.filters[_used_words(config)] = len(convs) - len(fresh)
+        b.filters[_used_words(config)] = b.unread + len(convs) - len(fresh)
         convs = fresh
     dropped = dedup.near_duplicates(((c.session_id, c.text()) for c in convs), config.filters.near_duplicate)
     b.filters["near-duplicate (MinHash)"] = len(dropped)

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import or_, select
+from sqlalchemy import exists, or_, select
 
 from app.core.base import files, paths
 from app.core.base.errors import Explained
 from app.core.base.fingerprint import sha256_file
-from app.core.base.schema import BuiltDataset, DatasetSession, HeldOut
+from app.core.base.schema import AgentSession, BuiltDataset, DatasetSession, HeldOut
 from app.core.base.store import Store
 from app.core.datasets import manifest as M
 
@@ -75,6 +75,22 @@ class Registry:
             if learned_from is not None:
                 q = q.where(or_(DatasetSession.split == "test", BuiltDataset.name.in_(list(learned_from))))
             return {(a, b) for a, b in s.execute(q)}
+
+    def used_clause(self, base_model: str, learned_from: Collection[str] | None = None):
+        """A clause on AgentSession, true for a session `used` names (by id, whatever its content now): the SQL form,
+        so a count over every stored session stays in the database."""
+        q = (exists().where(DatasetSession.session_id == AgentSession.id)
+             .where(BuiltDataset.id == DatasetSession.dataset_id, BuiltDataset.base_model == base_model,
+                    BuiltDataset.kind == "sft"))
+        if learned_from is not None:
+            q = q.where(or_(DatasetSession.split == "test", BuiltDataset.name.in_(list(learned_from))))
+        return q
+
+    def unchanged_since_used(self, base_model: str, learned_from: Collection[str] | None = None):
+        """As `used_clause`, for a session stored before the dataset using it was built: an incremental build need
+        not read it (one stored again since may have grown: it is read, and compared by content). Keeps the build's
+        cost with what is new, not with what is stored."""
+        return self.used_clause(base_model, learned_from).where(AgentSession.updated_at < BuiltDataset.created_at)
 
     def corrections_used(self, base_model: str, learned_from: Collection[str] | None = None) -> set[int]:
         """Ids of the corrections earlier SFT datasets of this base model hold (their manifests list them apart);

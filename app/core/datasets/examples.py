@@ -54,6 +54,7 @@ class Build:
     corrections: list[M.CorrectionUse] = field(default_factory=list)  # accepted corrections this build trains on
     pairs: list[dict] = field(default_factory=list)  # their preference pairs (pairs.jsonl)
     cuts: list[tuple[str, int]] = field(default_factory=list)  # (role, characters cut) per message shortened to fit
+    unread: int = 0  # sessions an incremental build left unread: learned from, and not stored again since
 
     def exclude(self, session_id: str, window: int, problems: list[checks.Problem]) -> None:
         self.counts["excluded"] += 1

@@ -152,3 +152,31 @@ def test_subagent_sessions_are_examples_of_their_own_in_their_parents_split(stor
 
     outcome, ds = build(name="nosubs", mode="full", filters={**loose, "include_subagents": False}, max_length=1024)
     assert outcome.ok and json.loads((Path(ds.path) / "report.json").read_text())["filters"]["sub-agent sessions"] == 1
+
+
+def test_an_incremental_build_reads_only_sessions_stored_since_they_were_used(store, agent_dir, build):
+    """The build's cost follows what is new: sessions an earlier dataset used and not stored again since are left
+    unread (counted as already used); one that grew since is read, compared by content and built again."""
+    from sqlalchemy import func, select
+
+    from app.core.base.schema import AgentSession
+
+    for i in range(6):
+        write_session(agent_dir, i)
+    ingest(store, agent_dir)
+    first, a = build(name="a", mode="full", val_share=0.0, test_share=0.0)
+    assert first.ok, first.message
+    write_session(agent_dir, 0, answer="Done, and I also updated the changelog.")  # session 0 grew
+    write_session(agent_dir, 6)  # and a new one came in
+    ingest(store, agent_dir)
+    unread = Registry(store).unchanged_since_used(a.base_model)
+    with store.session() as db:
+        left = set(db.scalars(select(AgentSession.id).where(unread)))
+        assert len(left) == 5 and db.scalar(select(func.count()).select_from(AgentSession)) == 7
+    second, b = build(name="b", val_share=0.0, test_share=0.0, replay=0.0)
+    assert second.ok, second.message
+    built = set(_ids_by_session(Path(b.path)))
+    assert len(built) == 2 and not built & left  # the grown session and the new one, nothing else
+    man = json.loads((Path(b.path) / "manifest.json").read_text())
+    assert man["mode"] == "incremental" and sum(v for k, v in man["filters"].items()
+                                                if k.startswith("already")) == 5

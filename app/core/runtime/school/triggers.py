@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import psutil
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app.core.base.schema import AgentSession, SessionMark
 from app.core.base.store import Store
@@ -41,11 +41,11 @@ def meaning(base_model: str) -> str:
 def new_sessions(store: Store, base_model: str) -> int:
     """New for the school: captured root sessions not marked bad, not held out, and in the train/val split of no
     dataset a cycle of this base model trained on (by session id; the build also takes one that grew since)."""
-    used = {sid for sid, _ in Registry(store).used(base_model, cycles.learned_from(store, base_model))}
+    used = Registry(store).used_clause(base_model, cycles.learned_from(store, base_model))
     with store.session() as s:
         bad = select(SessionMark.session_id).where(SessionMark.weight <= 0)
-        roots = s.scalars(select(AgentSession.id).where(AgentSession.parent_id.is_(None), AgentSession.id.not_in(bad)))
-        return sum(1 for sid in roots if sid not in used)
+        return s.scalar(select(func.count()).select_from(AgentSession).where(
+            AgentSession.parent_id.is_(None), AgentSession.id.not_in(bad), ~used)) or 0
 
 
 def teacher_idle(store: Store) -> str:

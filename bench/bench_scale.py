@@ -1,0 +1,189 @@
+"""What the school's everyday reads cost as the store grows: 1 000, 10 000 and 100 000 sessions, generated straight
+into the store (not by ingesting 20 GB), each already learned from by a cycle, plus 50 new ones.
+
+    .venv/bin/python -m bench.bench_scale [--sizes 1000,10000,100000] [--new 50]
+
+For each size: an incremental build of the 50 new sessions (the real builder in-process, a small BPE tokenizer),
+`school status` (School.status: the new-sessions count, readiness), the contradiction scan (20 recorded answers
+whose requests a captured session answered), the Capture tab's reads (totals, per day, projects, tools, the newest
+200 sessions), the Experience tab's reads, and `capture status --json`. The goal is a flat line: the 100 000 column
+within 1.5x of the 1 000 column. Sessions are `bench.synthetic_sessions` (Claude Code shape, stored through
+`capture.rows.session_rows`); the datasets the cycles learned from are registered with each session's real content
+hash, as a build would, without rendering 100 000 sessions.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.machine import load_line  # noqa: E402
+from bench.synthetic_sessions import populate  # noqa: E402
+
+BASE = "default"
+
+
+def timed(fn, repeat: int = 1) -> float:
+    """The best of `repeat` wall times, in seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+class Corpus:
+    """The growing store: sessions written, and the content hash each would get in a build."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.size = 0
+        self.pending: dict[str, str] = {}  # session id -> content sha256, not yet in a learned dataset
+        self.user_texts: list[tuple[str, str]] = []  # (session id, a user message) to ask the contradiction scan
+
+    def grow(self, n: int) -> None:
+        from app.core.datasets.convert import conversation, trimmed
+
+        def written(rows: list[dict], messages: list[dict]) -> None:
+            by_session: dict[str, list] = {}
+            for m in messages:
+                by_session.setdefault(m["session_id"], []).append(m)
+            for r in rows:  # sub-agent sessions too: a build trains on them as sessions of their own
+                main = sorted((SimpleNamespace(**{**dict(meta=0, compact_summary=0, branch=0), **m})
+                               for m in by_session.get(r["id"], []) if m.get("branch", 0) == 0), key=lambda m: m.seq)
+                conv = conversation(SimpleNamespace(**r), main)
+                conv = trimmed(conv) if r["outcome"] == "abandoned" else conv  # as the builder cuts it
+                if conv is not None:
+                    self.pending[r["id"]] = conv.content_sha256
+                first_user = next((m.text for m in main if m.role == "user" and m.text), None)
+                if first_user and r["parent_id"] is None and len(self.user_texts) < 20:
+                    self.user_texts.append((r["id"], first_user))
+
+        populate(self.store, n, start_index=self.size, written=written)
+        self.size += n
+
+    def learn(self, name: str) -> None:
+        """Register the pending sessions as one SFT dataset a finished cycle trained on."""
+        from sqlalchemy import insert
+
+        from app.core.base.schema import BuiltDataset, CycleRow, DatasetSession
+
+        with self.store.engine.begin() as conn:
+            ds = conn.execute(insert(BuiltDataset).values(
+                name=name, kind="sft", base_model=BASE, fingerprint=uuid.uuid4().hex, spec_id="chat_sft_v1",
+                template_sha256="0" * 64, path=f"/nonexistent/{name}", mode="incremental", examples=len(self.pending),
+                train=len(self.pending), manifest_json="{}")).inserted_primary_key[0]
+            conn.execute(insert(DatasetSession), [dict(dataset_id=ds, session_id=sid, split="train", examples=1,
+                                                       content_sha256=sha) for sid, sha in self.pending.items()])
+            conn.execute(insert(CycleRow).values(
+                base_model=BASE, stage="deploying", state="done", trigger="bench",
+                outputs_json=json.dumps({"building": {"dataset": name}, "training": {"job": 1}})))
+        self.pending.clear()
+
+    def answers(self) -> None:
+        """Recorded answers (before the sessions that answered the same request) for the contradiction scan."""
+        from datetime import UTC, datetime, timedelta
+
+        from sqlalchemy import delete, insert
+
+        from app.core.base.schema import ExperienceRow
+
+        with self.store.engine.begin() as conn:
+            conn.execute(delete(ExperienceRow))
+            conn.execute(insert(ExperienceRow), [dict(
+                id=f"exp-{i}", created_at=datetime(2026, 5, 1, tzinfo=UTC) + timedelta(minutes=i),
+                request_json=json.dumps({"messages": [{"role": "user", "content": text}],
+                                         "tools": [{"type": "function", "function": {"name": "Bash"}}]}),
+                answer_json=json.dumps({"role": "assistant", "content": "I would rather not."}), state="recorded")
+                for i, (_, text) in enumerate(self.user_texts)])
+
+
+def measure(corpus: Corpus, renderer, tmp: Path, new: int) -> dict[str, float]:
+    from app.cli.capture import cmd_status
+    from app.core.capture.queries import CaptureQueries
+    from app.core.datasets.builder import build
+    from app.core.datasets.config import BuildConfig
+    from app.core.experience import buffer
+    from app.core.experience.contradictions import scan
+    from app.core.runtime.school import cycles
+    from app.core.runtime.school.facade import School
+
+    store = corpus.store
+    corpus.learn(f"learned-{corpus.size}")
+    corpus.grow(new)
+    corpus.answers()
+    out: dict[str, float] = {}
+    learned = cycles.learned_from(store, BASE)
+    config = BuildConfig(base_model=BASE, name=f"new-{corpus.size}", mode="incremental", learned_from=learned)
+    target = tmp / f"build-{corpus.size}"
+    out["incremental build"] = timed(lambda: build(store, config, renderer, target))
+    made = json.loads((target / "manifest.json").read_text())
+    out["  sessions built"] = len(made.get("sessions", []))
+    school = School(store)
+    out["school status"] = timed(school.status, 3)
+    out["  new sessions"] = school.status()["next"]["new_sessions"]
+    out["contradiction scan"] = timed(lambda: scan(store), 3)
+    q = CaptureQueries(store)
+    out["Capture tab reads"] = timed(lambda: (q.totals(), q.sessions_per_day(), q.projects(), q.tool_histogram(),
+                                              q.recent_sessions(200)), 3)
+    out["Experience tab reads"] = timed(lambda: (buffer.counts(store), buffer.entries(store, limit=200)), 3)
+    with contextlib.redirect_stdout(io.StringIO()):
+        out["capture status --json"] = timed(lambda: cmd_status(SimpleNamespace(json=True)), 3)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--new", type=int, default=50)
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        os.environ["NIGHTSCHOOL_HOME"] = str(tmp / "home")
+        from transformers import AutoTokenizer
+
+        from app.core.base.store import Store
+        from bench.bench_datasets import tokenizer_folder
+        from engine.render import Renderer
+
+        folder, label = tokenizer_folder(tmp, None)
+        renderer = Renderer(AutoTokenizer.from_pretrained(folder), label)
+        store = Store(tmp / "scale.db")
+        corpus = Corpus(store)
+        print(f"before: {load_line()}")
+        rows: dict[int, dict[str, float]] = {}
+        for size in sizes:
+            t = time.perf_counter()
+            corpus.grow(size - corpus.size)
+            made = time.perf_counter() - t
+            rows[size] = measure(corpus, renderer, tmp, args.new)
+            mb = (tmp / "scale.db").stat().st_size / 1024**2
+            print(f"{size:>7} sessions generated in {made:.0f} s ({mb:,.0f} MB store); {load_line()}", flush=True)
+        names = list(rows[sizes[0]])
+        print(f"\n{'':24}" + "".join(f"{s:>11,}" for s in sizes) + f"{'last/first':>12}")
+        for name in names:
+            vals = [rows[s][name] for s in sizes]
+            if name.startswith("  "):
+                print(f"{name:24}" + "".join(f"{v:>11.0f}" for v in vals))
+            else:
+                print(f"{name:24}" + "".join(f"{v * 1000:>9.0f}ms" for v in vals) + f"{vals[-1] / vals[0]:>11.1f}x")
+        print(f"after: {load_line()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
