@@ -17,13 +17,15 @@ teacher did instead.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import delete, insert, select
 
-from app.core.base.schema import AgentSession, ExperienceRow, MessageRow
+from app.core.base import settings
+from app.core.base.schema import AgentSession, ExperienceRow, MessageRow, RequestKey
 from app.core.base.store import Store
 from app.core.capture.rows import parts_of
 from app.core.experience import flags as flagging
@@ -33,6 +35,7 @@ from app.core.toolcalls.agreement import close_arguments
 from app.core.toolcalls.convention import message_calls, text_of
 
 SNIPPET = 80  # characters of a command, path or text quoted in a flag
+INDEXED = "contradictions.indexed"  # settings key: the newest session time request_keys has seen
 
 
 @dataclass
@@ -95,31 +98,60 @@ def teacher_message(parts: list) -> dict:
     return {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
 
 
-def _sessions_started(store: Store) -> dict[str, datetime | None]:
+def key_of(text: str) -> str:
+    """The index key of a request's text: a hash of its normalised form (a hit is checked on the text itself)."""
+    return hashlib.sha1(normalise(text).encode()).hexdigest()[:16]
+
+
+USER_ROWS = (MessageRow.role == "user", MessageRow.branch == 0, MessageRow.meta == 0, MessageRow.compact_summary == 0)
+
+
+def index_requests(store: Store) -> int:
+    """Bring `request_keys` up to date for the sessions stored since the last call (all of them the first time);
+    returns how many sessions were (re)indexed. The cost follows what is new, not what is stored."""
+    since = settings.get(store, INDEXED)
     with store.session() as s:
-        return {sid: _when(started) for sid, started in s.execute(select(AgentSession.id, AgentSession.started_at))}
+        q = select(AgentSession.id, AgentSession.updated_at)
+        fresh = s.execute(q.where(AgentSession.updated_at >= _stamp(since)) if since else q).all()
+    for start in range(0, len(fresh), 500):
+        ids = [sid for sid, _ in fresh[start:start + 500]]
+        with store.session() as s:
+            rows = s.execute(select(MessageRow.id, MessageRow.session_id, MessageRow.text)
+                             .where(MessageRow.session_id.in_(ids), *USER_ROWS)).all()
+            s.execute(delete(RequestKey).where(RequestKey.session_id.in_(ids)))
+            if rows:
+                s.execute(insert(RequestKey), [dict(message_id=mid, session_id=sid, key=key_of(text or ""))
+                                               for mid, sid, text in rows])
+            s.commit()
+    if fresh:
+        settings.put(store, INDEXED, max(_utc(at) for _, at in fresh).isoformat())
+    return len(fresh)
+
+
+def _stamp(value: str) -> datetime:
+    return _utc(datetime.fromisoformat(value))
 
 
 def answered(store: Store, wanted: set[str], since: datetime):
     """(session id, time, normalised request, the teacher's next message) for each captured user message in
     `wanted` that the teacher answered, in sessions stored (or updated) since `since`: one last written before
-    that holds nothing later."""
-    q = (select(MessageRow.session_id, MessageRow.seq, MessageRow.text, MessageRow.timestamp)
+    that holds nothing later. Found through `request_keys` (index_requests), so only the hits are read."""
+    keys = {key_of(w) for w in wanted}
+    q = (select(MessageRow.session_id, MessageRow.seq, MessageRow.text, MessageRow.timestamp, AgentSession.started_at)
+         .join(RequestKey, RequestKey.message_id == MessageRow.id)
          .join(AgentSession, AgentSession.id == MessageRow.session_id)
-         .where(AgentSession.updated_at >= since, MessageRow.role == "user", MessageRow.branch == 0,
-                MessageRow.meta == 0, MessageRow.compact_summary == 0))
+         .where(RequestKey.key.in_(keys), AgentSession.updated_at >= since))
     with store.session() as s:
-        hits = [(sid, seq, key, stamp) for sid, seq, text, stamp in s.execute(q)
+        hits = [(sid, seq, key, stamp, started) for sid, seq, text, stamp, started in s.execute(q)
                 if (key := normalise(text or "")) in wanted]
     if not hits:
         return
-    started = _sessions_started(store)
     with store.session() as s:
-        for sid, seq, key, stamp in hits:
+        for sid, seq, key, stamp, started in hits:
             after = s.execute(select(MessageRow.role, MessageRow.parts_json)
                               .where(MessageRow.session_id == sid, MessageRow.branch == 0, MessageRow.seq > seq,
                                      MessageRow.meta == 0).order_by(MessageRow.seq).limit(1)).first()
-            at = _when(stamp) or started.get(sid)
+            at = _when(stamp) or _when(started)
             if after is None or after.role != "assistant" or at is None:
                 continue
             msg = teacher_message(parts_of(after.parts_json))
@@ -159,6 +191,7 @@ def scan(store: Store) -> list[Contradiction]:
     times = [t.at for group in waiting.values() for t in group if t.at is not None]
     if not times:
         return []
+    index_requests(store)
     for sid, at, key, teacher in answered(store, set(waiting), min(times)):
         for task in waiting[key]:
             if task.experience_id in found or task.at is None or at <= task.at:

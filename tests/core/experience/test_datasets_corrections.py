@@ -11,9 +11,9 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
-from app.core.base.schema import AgentSession
+from app.core.base.schema import AgentSession, MessageRow, RequestKey
 from app.core.datasets import manifest as manifests
 from app.core.datasets.catalog import Registry
 from app.core.experience import buffer, config, contradictions, corrections
@@ -143,7 +143,7 @@ def test_corrections_beyond_the_share_wait_for_the_next_build(store, agent_dir, 
 
 def test_the_pairs_worker_adds_the_datasets_correction_pairs(store, agent_dir, build, tiny_model):  # noqa: F811
     from app.core.datasets.pairs import PairsConfig
-    from app.core.workers import start_pairs
+    from app.core.datasets.runs import start_pairs
 
     sessions(store, agent_dir, 6)
     fix = corrected(store, "exp-pair")
@@ -201,6 +201,22 @@ def test_a_later_teacher_session_on_the_same_task_flags_a_disagreeing_answer(sto
     for exp_id in ("agrees", "before", "unoffered", "other-task"):
         assert buffer.get(store, exp_id)["state"] == "recorded", exp_id
     assert contradictions.scan(store) == []  # flagged entries are not scanned again
+
+
+def test_the_scan_reads_only_sessions_stored_since_it_last_looked(store, agent_dir):  # noqa: F811
+    write_session(agent_dir, 0, task="Tidy the imports in cli.py")
+    ingest(store, agent_dir)
+    answered(store, "early", "Rename the helper in db.py", {"role": "assistant", "content": "Done."})
+    assert contradictions.scan(store) == []  # nobody asked that yet
+    assert contradictions.index_requests(store) <= 1  # nothing new since: at most the newest session again
+    write_session(agent_dir, 1, task="Rename the helper in db.py")  # then the teacher is asked it
+    ingest(store, agent_dir)
+    found = contradictions.scan(store)
+    assert [c.experience_id for c in found] == ["early"]  # the session stored since the last scan was indexed
+    with store.session() as s:
+        keys = s.scalar(select(func.count()).select_from(RequestKey))
+        users = s.scalar(select(func.count()).select_from(MessageRow).where(*contradictions.USER_ROWS))
+    assert keys == users  # every captured request is indexed once
 
 
 # --- the cycle: the teacher in the building stage, the report card ----------------------------------------------

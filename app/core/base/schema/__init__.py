@@ -5,7 +5,7 @@ from __future__ import annotations
 from app.core.base.schema.base import Base, Setting, utcnow
 from app.core.base.schema.capture import AgentSession, CaptureFile, DatasetFile, ImportRow, MessageRow, QuarantineRow
 from app.core.base.schema.datasets import BuiltDataset, DatasetSession, HeldOut
-from app.core.base.schema.experience import CorrectionRow, ExperienceRow, TeacherCallRow
+from app.core.base.schema.experience import CorrectionRow, ExperienceRow, RequestKey, TeacherCallRow
 from app.core.base.schema.jobs import CheckpointRow, Job, Run
 from app.core.base.schema.judge import EvalRow, Promotion, VerdictRow
 from app.core.base.schema.school import CycleRow, SessionMark
@@ -14,6 +14,6 @@ from app.core.base.schema.ship import Deployment, ExportRow
 __all__ = [
     "AgentSession", "Base", "BuiltDataset", "CaptureFile", "CheckpointRow", "CorrectionRow", "CycleRow",
     "DatasetFile", "DatasetSession", "Deployment", "EvalRow", "ExperienceRow", "ExportRow", "HeldOut",
-    "ImportRow", "Job", "MessageRow", "Promotion", "QuarantineRow", "Run", "SessionMark", "Setting",
+    "ImportRow", "Job", "MessageRow", "Promotion", "QuarantineRow", "RequestKey", "Run", "SessionMark", "Setting",
     "TeacherCallRow", "VerdictRow", "utcnow",
 ]

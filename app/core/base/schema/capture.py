@@ -59,7 +59,8 @@ class AgentSession(Base):
     signals_json: Mapped[str] = mapped_column(Text, default="{}")
     secrets_scrubbed: Mapped[int] = mapped_column(Integer, default=0)
     title: Mapped[str] = mapped_column(Text, default="")
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow,
+                                                 index=True)
 
 
 class MessageRow(Base):

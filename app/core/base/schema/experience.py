@@ -69,3 +69,14 @@ class TeacherCallRow(Base):
     tokens: Mapped[int] = mapped_column(Integer, default=0)
     retry_after_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     error: Mapped[str] = mapped_column(Text, default="")
+
+
+class RequestKey(Base):
+    """A captured user message (main branch, not harness or compaction) by a hash of its normalised text: the
+    contradiction scan finds the sessions that asked what a recorded request asked without reading every message.
+    Kept by the scan itself for sessions stored since it last looked; a message's key goes with it."""
+
+    __tablename__ = "request_keys"
+    message_id: Mapped[int] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(40))
+    key: Mapped[str] = mapped_column(String(16), index=True)
