@@ -49,7 +49,7 @@ def run(args) -> None:
     from app.core.judge.report import EvalSettings
     from app.core.train.jobs import JobManager
     from app.core.train.spec import Hyper
-    from app.core.workers import start_build
+    from app.core.datasets.runs import start_build
 
     store = Store()
     t0 = time.perf_counter()

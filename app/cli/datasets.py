@@ -65,7 +65,7 @@ def _finish(run, log=None):
 
 def cmd_build(args) -> int:
     from app.core.datasets.catalog import Registry
-    from app.core.workers import start_build
+    from app.core.datasets.runs import start_build
 
     store = open_store()
     outcome = _finish(start_build(store, _config(args)), sys.stderr if args.json else None)
@@ -100,7 +100,7 @@ def build_summary(ds) -> dict:
 
 def cmd_pairs(args) -> int:
     from app.core.datasets.pairs import PairsConfig
-    from app.core.workers import start_pairs
+    from app.core.datasets.runs import start_pairs
 
     store = open_store()
     config = PairsConfig(name=args.name, base_model=args.model, adapter=args.adapter, source=args.source,
@@ -216,7 +216,7 @@ def _print_problems(problems: list[dict], title: str) -> None:
 
 def cmd_validate(args) -> int:
     from app.core.datasets.catalog import Registry
-    from app.core.workers import start_check
+    from app.core.datasets.runs import start_check
 
     store = open_store()
     ds = Registry(store).get(args.target)

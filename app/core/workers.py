@@ -1,48 +1,36 @@
-"""Running a worker (engine.workers.dataset_build, engine.workers.mine_pairs, engine.workers.evaluate) as a subprocess: its envelopes stream back on
-stdout for progress; when it ends its folder is checked against the manifest and registered (fail-closed)."""
+"""Running a worker process (engine.workers.dataset_build, dataset_check, mine_pairs, evaluate, evaluate_gguf, export)
+with a spec file in a scratch folder: its envelopes stream back on stdout; its callers read what it made from them."""
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TypeVar
 
 from app.core.base import paths, protocol as P
 from app.core.base.store import Store
-from app.core.datasets.catalog import RegistrationError, Registry, datasets_dir
 
-
-
-@dataclass
-class Outcome:
-    ok: bool
-    name: str = ""
-    identical_to: str | None = None
-    examples: int = 0
-    fingerprint: str = ""
-    message: str = ""  # what happened (on failure: what, why, what to do)
+Body = TypeVar("Body")
 
 
 class WorkerRun:
-    """One worker process: `events()` yields its envelopes as they come; `finish()` registers what it built."""
+    """One worker process: `events()` yields its envelopes as they come; `result(P.Built)` is the last envelope body of
+    a kind it sent (what it made); `failure()` says why it made nothing. Its folder lives under `root` (by default
+    paths.work_dir()); `close()` removes it."""
 
-    def __init__(self, store: Store, module: str, spec: dict) -> None:
+    def __init__(self, store: Store, module: str, spec: dict, root: Path | None = None) -> None:
         self.store = store
         self.id = uuid.uuid4().hex[:10]
-        self.folder = datasets_dir() / ".work" / self.id
+        self.folder = (root if root is not None else paths.work_dir()) / self.id
         self.folder.mkdir(parents=True)
         spec = {**spec, "job": self.id, "out": str(self.folder / "out"), "db": str(store.path),
                 "models_dir": str(paths.models_dir())}
         self.spec_path = self.folder / "spec.json"
         self.spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
         self.err_path = self.folder / "worker.err"
-        self.built: P.Built | None = None
-        self.report: P.Report | None = None
-        self.evaluated: P.Evaluated | None = None
-        self.exported: P.Exported | None = None
+        self.results: dict[type, object] = {}  # the last body of each kind the worker sent
         self.error: P.Error | None = None
         with self.err_path.open("wb") as err:
             self.proc = subprocess.Popen([paths.engine_python(), "-m", module, "--spec", str(self.spec_path)],
@@ -56,17 +44,16 @@ class WorkerRun:
                 env = P.loads(line)
             except Exception:  # noqa: BLE001 - stray output (a library printing) is not an event
                 continue
-            if isinstance(env.body, P.Built):
-                self.built = env.body
-            elif isinstance(env.body, P.Report):
-                self.report = env.body
-            elif isinstance(env.body, P.Evaluated):
-                self.evaluated = env.body
-            elif isinstance(env.body, P.Exported):
-                self.exported = env.body
-            elif isinstance(env.body, P.Error):
+            if isinstance(env.body, P.Error):
                 self.error = env.body
+            else:
+                self.results[type(env.body)] = env.body
             yield env
+
+    def result(self, kind: type[Body]) -> Body | None:
+        """The last envelope body of this kind the worker sent (None: it sent none)."""
+        found = self.results.get(kind)
+        return found if isinstance(found, kind) else None
 
     def cancel(self) -> None:
         if self.proc.poll() is None:
@@ -84,35 +71,15 @@ class WorkerRun:
                 sink(env)
         return self.proc.wait()
 
-    def finish(self) -> Outcome:
-        """Drain, wait, then register the folder; the work folder goes either way (nothing half-built stays)."""
+    def drain(self) -> int:
+        """Read the rest of its envelopes and wait for it: its exit code."""
         for _ in self.events():
             pass
-        code = self.proc.wait()
-        try:
-            return self._outcome(code)
-        finally:
-            shutil.rmtree(self.folder, ignore_errors=True)
+        return self.proc.wait()
 
-    def finish_report(self) -> tuple[P.Report | None, str]:
-        """For a validation worker: (its report, '') or (None, why it failed)."""
-        for _ in self.events():
-            pass
-        code = self.proc.wait()
-        try:
-            return (self.report, "") if self.report is not None else (None, self.failure(code))
-        finally:
-            shutil.rmtree(self.folder, ignore_errors=True)
-
-    def _outcome(self, code: int) -> Outcome:
-        if self.built is None:
-            return Outcome(False, message=self.failure(code))
-        try:
-            reg = Registry(self.store).register(Path(self.built.path), self.built.manifest_sha256)
-        except RegistrationError as exc:
-            return Outcome(False, message=str(exc))
-        return Outcome(True, reg.dataset.name, reg.identical_to, reg.dataset.examples, reg.dataset.fingerprint,
-                       f"identical to {reg.identical_to}: nothing new was stored" if reg.identical_to else "built")
+    def close(self) -> None:
+        """Remove its folder (nothing half-made stays)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def failure(self, code: int) -> str:
         """Why the worker produced nothing: its error envelope (what, why, fix), else its exit code and stderr."""
@@ -126,19 +93,3 @@ class WorkerRun:
 def _sentence(text: str) -> str:
     text = text.strip()
     return text if text.endswith((".", "!", "?")) else text + "."
-
-
-def start_build(store: Store, config) -> WorkerRun:
-    return WorkerRun(store, "engine.workers.dataset_build", {"config": config.model_dump()})
-
-
-def start_check(store: Store, target: Path, base_model: str | None = None, max_length: int = 0,
-                heldout: frozenset[str] = frozenset()) -> WorkerRun:
-    """Validate a built dataset folder or a file; with a base model also the DEEP (tokenizer) checks."""
-    return WorkerRun(store, "engine.workers.dataset_check", {"target": str(target), "base_model": base_model,
-                                                     "max_length": max_length, "heldout": sorted(heldout)})
-
-
-def start_pairs(store: Store, config) -> WorkerRun:
-    """Preference pairs (app.core.datasets.pairs.PairsConfig): the student's answers against the teacher's."""
-    return WorkerRun(store, "engine.workers.mine_pairs", {"config": config.model_dump()})

@@ -16,7 +16,7 @@ from app.core.datasets import manifest as M
 from app.core.datasets.catalog import Registry
 from app.core.datasets.config import BuildConfig
 from app.core.datasets.splits import SPLITS
-from app.core.workers import Outcome, WorkerRun, start_build
+from app.core.datasets.runs import DatasetRun, Outcome, start_build
 from app.ui.background import StorePoll
 
 CHUNK = 1024**2  # newline scans read this much at a time
@@ -42,7 +42,7 @@ class DatasetsController(QObject):
     def __init__(self, store: Store) -> None:
         super().__init__()
         self.store, self.registry = store, Registry(store)
-        self.run: WorkerRun | None = None
+        self.run: DatasetRun | None = None
         self.thread: threading.Thread | None = None
         self.cancelled = False
         self._event.connect(self._on_event)
@@ -114,7 +114,7 @@ class DatasetsController(QObject):
         if self.thread is not None:
             self.thread.join(timeout=10)
 
-    def _follow(self, run: WorkerRun) -> None:
+    def _follow(self, run: DatasetRun) -> None:
         try:
             for env in run.events():
                 if isinstance(env.body, (P.Progress, P.Log)):

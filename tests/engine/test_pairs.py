@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core import workers as runner
+from app.core.datasets import runs as runner
 from app.core.base.fingerprint import sha256_dir
 from app.core.capture.ingest import Ingestor
 from app.core.datafiles.formats import SPECS, record_problem

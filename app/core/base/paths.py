@@ -55,6 +55,12 @@ def wheels_dir() -> Path:
     return _sub("wheels")
 
 
+def work_dir() -> Path:
+    """Worker processes' scratch folders (an evaluation, an export): each is removed when its worker ends; what it
+    made is moved to its own home first (evals/, exports/). Dataset builds work beside the datasets instead."""
+    return _sub("work")
+
+
 def inbox_dir() -> Path:
     """Dropped training files are queued from here (high/, normal/, low/ set the priority)."""
     return _sub("inbox")

@@ -96,11 +96,12 @@ def evaluate(store: Store, target: Target, evset: EvalSet, settings: EvalSetting
         code = work.stream(None if sink is None else lambda env: sink(_labelled(env, target.label)), cancel)
         if code is None:
             raise JudgeError(f"the evaluation of {target.label} was cancelled", why="nothing was recorded")
-        if work.evaluated is None:
+        made = work.result(P.Evaluated)
+        if made is None:
             raise JudgeError(f"evaluating {target.label} failed", why=work.failure(code))
-        return _record(store, target, config, Path(work.evaluated.path))
+        return _record(store, target, config, Path(made.path))
     finally:
-        shutil.rmtree(work.folder, ignore_errors=True)
+        work.close()
 
 
 def _record(store: Store, target: Target, config: EvalConfig, out: Path) -> tuple[EvalRow, EvalReport]:

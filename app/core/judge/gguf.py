@@ -94,13 +94,14 @@ def evaluate_gguf(store: Store, target: Target, gguf: str | Path, evset: EvalSet
         code = work.stream(None if sink is None else lambda env: sink(_labelled(env, label)), cancel)
         if code is None:
             raise JudgeError(f"the evaluation of {path.name} was cancelled", why="nothing was recorded")
-        if work.evaluated is None:
+        made = work.result(P.Evaluated)
+        if made is None:
             raise JudgeError(f"evaluating {path.name} through llama.cpp failed", why=work.failure(code))
         shutil.rmtree(folder, ignore_errors=True)
-        shutil.move(work.evaluated.path, folder)
+        shutil.move(made.path, folder)
         return GgufEval(folder, EvalReport.read(folder))
     finally:
-        shutil.rmtree(work.folder, ignore_errors=True)
+        work.close()
 
 
 def keyed(folder: Path, name: str = GENERATIONS) -> dict[str, dict]:

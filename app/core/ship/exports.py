@@ -116,11 +116,12 @@ def export(store: Store, ref: str | Target, quants: list[str] | None = None, lor
         code = work.stream(sink, cancel)
         if code is None:
             raise ShipError(f"the export of {target.label} was cancelled", why="nothing was kept")
-        if work.exported is None:
+        made = work.result(P.Exported)
+        if made is None:
             raise ShipError(f"exporting {target.label} failed", why=work.failure(code))
-        return _record(store, target, config, work.exported)
+        return _record(store, target, config, made)
     finally:
-        shutil.rmtree(work.folder, ignore_errors=True)
+        work.close()
 
 
 def _record(store: Store, target: Target, config: ExportConfig, done: P.Exported) -> Export:

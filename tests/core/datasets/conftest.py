@@ -17,7 +17,7 @@ def agent_dir(tmp_path):
 def build(store, tiny_model):
     """build(**config) -> (Outcome, BuiltDataset row or None): the worker subprocess renders with the tiny model."""
     from app.core.datasets.catalog import Registry
-    from app.core.workers import start_build
+    from app.core.datasets.runs import start_build
 
     def run(**over):
         filters = Filters(**over.pop("filters", {}))

@@ -61,7 +61,7 @@ def build_heldout(store, agent_dir, build_fn, sessions: int = 24, test_share: fl
 
 def builder_for(store, model):
     from app.core.datasets.catalog import Registry
-    from app.core.workers import start_build
+    from app.core.datasets.runs import start_build
 
     def run(**over):
         filters = Filters(**over.pop("filters", {}))

@@ -52,7 +52,7 @@ def building(ctx: Ctx, cycle: Cycle) -> Outcome:
     flagged ones), then the dataset build: what is new for the school (sessions and accepted corrections no cycle
     trained on: a dataset built by hand uses nothing up) and replay."""
     from app.core.datasets.config import BuildConfig, Filters
-    from app.core.workers import start_build
+    from app.core.datasets.runs import start_build
 
     own = {"contradicted": contradicted(ctx), "corrections": corrections(ctx)}
     learned = cycles.learned_from(ctx.store, ctx.policy.base_model)
@@ -221,7 +221,7 @@ def refining(ctx: Ctx, cycle: Cycle) -> Outcome:
 def _mine(ctx: Ctx, cycle: Cycle, ds, adapter: str) -> dict:
     from app.core.datasets.catalog import Registry
     from app.core.datasets.pairs import PairsConfig
-    from app.core.workers import start_pairs
+    from app.core.datasets.runs import start_pairs
 
     run = start_pairs(ctx.store, PairsConfig(base_model=ds.base_model, adapter=adapter, source=ds.name,
                                              name=f"cycle-{cycle.id}-pairs"))
