@@ -339,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli.queue import register as register_queue
     from app.cli.school import register as register_school
     from app.cli.ship import register as register_ship
+    from app.cli.store import register as register_store
 
     register(sub)
     register_datasets(sub)
@@ -351,6 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_mcp(sub)
     register_desktop(sub)
     register_engine(sub)
+    register_store(sub)
     return parser
 
 

@@ -5,7 +5,6 @@ import json
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from app.core.base.errors import Explained
 from app.core.base.schema import Setting
@@ -19,7 +18,7 @@ def get(store: Store, key: str, default: Any = None) -> Any:
 
 
 def put(store: Store, key: str, value: Any) -> None:
-    stmt = sqlite_insert(Setting).values(key=key, value=json.dumps(value))
+    stmt = store.insert(Setting).values(key=key, value=json.dumps(value))
     with store.session() as s:
         s.execute(stmt.on_conflict_do_update(index_elements=[Setting.key], set_={"value": stmt.excluded.value}))
 

@@ -1,19 +1,29 @@
-"""The SQLite store: engine with WAL, Alembic upgrade on open, sessions."""
+"""The store: SQLite (WAL) by default, PostgreSQL when a URL names one; Alembic upgrade on open, sessions, locks."""
 from __future__ import annotations
 
+import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.core.base import paths
+from app.core.base.errors import Explained
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+URL_ENV = "NIGHTSCHOOL_DATABASE_URL"  # e.g. postgresql+psycopg://user@host/nightschool
+URL_FILE = "database_url"  # the same, one line in the config dir (the env var wins)
+LOCKS = {"migrate": 7001, "queue": 7002, "cycles": 7003}  # advisory lock keys (PostgreSQL)
+
+
+class StoreError(Explained, RuntimeError):
+    """The store named cannot be opened."""
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -28,27 +38,83 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
 def alembic_config(url: str) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
-    cfg.set_main_option("sqlalchemy.url", url)
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return cfg
 
 
-class Store:
-    """One SQLite database: opened, migrated to head, handing out ORM sessions."""
+def database_url() -> str | None:
+    """The database the user named (NIGHTSCHOOL_DATABASE_URL, else `database_url` in the config dir); None: the
+    SQLite file in the data dir."""
+    named = os.environ.get(URL_ENV, "").strip()
+    if not named:
+        file = paths.config_dir() / URL_FILE
+        named = file.read_text().strip() if file.is_file() else ""
+    return named or None
 
-    def __init__(self, db_file: Path | None = None) -> None:
-        self.path = Path(db_file) if db_file else paths.db_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.url = f"sqlite:///{self.path}"
-        self.engine: Engine = create_engine(self.url)
-        event.listen(self.engine, "connect", _sqlite_pragmas)
+
+def is_url(where: str | Path) -> bool:
+    return isinstance(where, str) and "://" in where
+
+
+def pg_url(url: str) -> str:
+    """A SQLAlchemy PostgreSQL URL with the psycopg (v3) driver; refuses anything else, saying why."""
+    try:
+        parsed = make_url(url)
+    except Exception as exc:  # noqa: BLE001 - sqlalchemy's ArgumentError and friends
+        raise StoreError(f"{url!r} is not a database URL", why=str(exc),
+                         fix="write it as postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE") from None
+    if parsed.get_backend_name() != "postgresql":
+        raise StoreError(f"{parsed.render_as_string()} is not a PostgreSQL URL",
+                         why="the store is SQLite (a file) or PostgreSQL (a URL)",
+                         fix="write it as postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE, or unset "
+                             f"{URL_ENV} for the SQLite file")
+    return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+
+
+class Store:
+    """One database: opened, migrated to head, handing out ORM sessions. `where` is a SQLite file or a PostgreSQL
+    URL; none: the URL the user named (database_url), else the data dir's SQLite file."""
+
+    def __init__(self, where: Path | str | None = None) -> None:
+        where = where if where not in (None, "") else (database_url() or paths.db_path())
+        if is_url(where):
+            self.path: Path | None = None
+            self.url = pg_url(str(where))
+            self.engine: Engine = create_engine(self.url, pool_pre_ping=True,
+                                                connect_args={"options": "-c timezone=UTC"})
+        else:
+            self.path = Path(where)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.url = f"sqlite:///{self.path}"
+            self.engine = create_engine(self.url)
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self.dialect = self.engine.dialect.name  # "sqlite" | "postgresql"
         self.migrate()
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
+    @property
+    def where(self) -> str:
+        """What names this store to another process (a worker's spec, `--db`): the file, or the URL."""
+        return str(self.path) if self.path is not None else self.url
+
+    @property
+    def postgres(self) -> bool:
+        return self.dialect == "postgresql"
+
     def migrate(self) -> None:
         cfg = alembic_config(self.url)
-        with self.engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+        try:
+            with self.engine.begin() as conn:
+                if self.postgres:  # two processes opening an empty database: one migrates, the other waits
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": LOCKS["migrate"]})
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+        except Exception as exc:
+            if self.postgres and type(exc).__name__ == "OperationalError":
+                raise StoreError(f"the PostgreSQL store at {make_url(self.url).render_as_string()} cannot be opened",
+                                 why=str(getattr(exc, "orig", exc)).strip().splitlines()[0],
+                                 fix=f"start the server or correct {URL_ENV}") from None
+            raise
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -61,9 +127,23 @@ class Store:
                 sess.rollback()
                 raise
 
+    def lock(self, session: Session, name: str) -> None:
+        """Serialise `name` (a claim) across processes until the session's transaction ends: PostgreSQL's
+        transaction advisory lock. SQLite needs none: its one writer at a time already serialises claims."""
+        if self.postgres:
+            session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": LOCKS[name]})
+
+    def insert(self, table: Any):
+        """The dialect's INSERT (with on_conflict_do_nothing / on_conflict_do_update) for table."""
+        if self.postgres:
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        return insert(table)
+
     def watch(self, mark: str | None = None) -> StoreWatch:
         """A change signal for a view of this store (see StoreWatch)."""
-        return StoreWatch(self.path, mark)
+        return StoreWatch(self.where, mark)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -72,31 +152,46 @@ class Store:
 class StoreWatch:
     """Has the store changed since the last look, whoever committed (this process, the CLI, the daemon)?
 
-    One long-lived connection asks SQLite's `PRAGMA data_version`, which moves when any other connection commits
-    (microseconds, no table read); only then is `mark` run — one row saying what a view shows (e.g. the newest
-    import's id) — so a view re-reads only when its own tables changed. Every statement is read to its end, so no
-    read transaction stays open to hold the WAL back. Use it from the thread that made it; `changed()` after a
-    failure says True (the view's own read then says what is wrong)."""
+    One long-lived connection asks a cheap version first — SQLite's `PRAGMA data_version`, which moves when any
+    other connection commits (microseconds, no table read); on PostgreSQL the server's snapshot
+    (`pg_current_snapshot()`: the next transaction id and those in progress, so it moves when a writing transaction
+    starts and again when it ends) — and only then runs `mark`: one row saying what a view shows (e.g. the newest
+    import's id), so a view re-reads only when its own tables changed. Every statement is read to its end (and
+    PostgreSQL's connection is in autocommit), so no read transaction stays open. Use it from the thread that made
+    it; `changed()` after a failure says True (the view's own read then says what is wrong)."""
 
-    def __init__(self, path: Path, mark: str | None = None) -> None:
+    def __init__(self, where: Path | str, mark: str | None = None) -> None:
         self.mark = mark
-        self._con: sqlite3.Connection | None = sqlite3.connect(path, timeout=1.0, isolation_level=None)
+        if is_url(where):
+            import psycopg
+
+            self._errors: tuple[type[BaseException], ...] = (psycopg.Error,)
+            self._version_sql = "SELECT pg_current_snapshot()::text"
+            plain = make_url(pg_url(str(where))).set(drivername="postgresql").render_as_string(hide_password=False)
+            self._con: Any = psycopg.connect(plain, autocommit=True, connect_timeout=5)
+        else:
+            self._errors = (sqlite3.Error,)
+            self._version_sql = "PRAGMA data_version"
+            self._con = sqlite3.connect(where, timeout=1.0, isolation_level=None)
         self._version, self._last = self._look()
 
+    def _read(self, sql: str) -> list:
+        return self._con.execute(sql).fetchall()
+
     def _look(self) -> tuple[object, object]:
-        version = self._con.execute("PRAGMA data_version").fetchall()
-        return version, (self._con.execute(self.mark).fetchall() if self.mark else version)
+        version = self._read(self._version_sql)
+        return version, (self._read(self.mark) if self.mark else version)
 
     def changed(self) -> bool:
         if self._con is None:
             return False
         try:
-            version = self._con.execute("PRAGMA data_version").fetchall()
+            version = self._read(self._version_sql)
             if version == self._version:
                 return False
             self._version = version
-            last = self._con.execute(self.mark).fetchall() if self.mark else version
-        except sqlite3.Error:
+            last = self._read(self.mark) if self.mark else version
+        except self._errors:
             return True
         if last == self._last:
             return False

@@ -192,7 +192,8 @@ def _claim(store: Store, exp_id: str, now: datetime, until: datetime) -> dict | 
     """The entry's request, once it is this run's to ask about: its next try moves to `until` (the outcome sets it
     again), so a run in another process (the cycle and `correct-now`) does not ask about it at the same time."""
     due = (ExperienceRow.next_try_at.is_(None)) | (ExperienceRow.next_try_at <= now)
-    with store.session() as s:
+    with store.session() as s:  # one conditional UPDATE: SQLite's writer lock, or PostgreSQL's row lock (a second
+        # claimant waits, then re-checks the WHERE on the row the first committed and takes nothing)
         taken = s.execute(update(ExperienceRow).where(ExperienceRow.id == exp_id, ExperienceRow.state == "flagged", due)
                           .values(next_try_at=until)).rowcount
         return json.loads(s.get(ExperienceRow, exp_id).request_json or "{}") if taken else None

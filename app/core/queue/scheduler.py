@@ -116,12 +116,16 @@ class Queue:
         return None
 
     def _claim(self, job_id: str, limit: int) -> bool:
-        """queued -> launching in one statement, only while fewer than `limit` jobs are busy."""
+        """queued -> launching in one statement, only while fewer than `limit` jobs are busy. Claims are serialised
+        across processes: SQLite by its one writer, PostgreSQL by the queue's advisory lock (taken first, so the busy
+        count the statement reads already sees every claim committed before; a row lock alone would let two
+        schedulers each claim a different job past the limit)."""
         other = aliased(Job)
         busy = select(func.count()).select_from(other).where(other.state.in_(BUSY)).scalar_subquery()
         stmt = (update(Job).where(Job.id == job_id, Job.state == "queued", busy < limit)
                 .values(state=LAUNCHING, updated_at=utcnow()).execution_options(synchronize_session=False))
         with self.store.session() as s:
+            self.store.lock(s, "queue")
             return s.execute(stmt).rowcount == 1
 
     def _launch(self, job_id: str, report: TickReport) -> None:

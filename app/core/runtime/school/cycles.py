@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update as sql_update
 
 from app.core.base.schema import CycleRow, utcnow
 from app.core.base.store import Store
@@ -59,6 +59,25 @@ def create(store: Store, base_model: str, trigger: str, inputs: dict) -> Cycle:
         return Cycle.of(row)
 
 
+def start(store: Store, base_model: str, trigger: str, inputs: dict) -> tuple[Cycle, bool]:
+    """The current cycle, else a new one: (cycle, created). The look and the insert hold the cycles' lock
+    (PostgreSQL's advisory lock; SQLite's writer), so two processes ("run now" beside the daemon, two runtimes on
+    one PostgreSQL store) start one cycle between them."""
+    with store.session() as s:
+        if store.postgres:
+            store.lock(s, "cycles")
+        else:  # take SQLite's write lock before looking
+            s.execute(sql_update(CycleRow).where(CycleRow.id < 0).values(id=CycleRow.id))
+        running = s.scalars(select(CycleRow).where(CycleRow.state.in_(ACTIVE)).order_by(CycleRow.id.desc())).first()
+        if running is not None:
+            return Cycle.of(running), False
+        row = CycleRow(base_model=base_model, stage=STAGES[0], state="running", trigger=trigger,
+                       inputs_json=json.dumps(inputs))
+        s.add(row)
+        s.flush()
+        return Cycle.of(row), True
+
+
 def get(store: Store, cycle_id: int) -> Cycle | None:
     with store.session() as s:
         row = s.get(CycleRow, cycle_id)
@@ -104,28 +123,39 @@ def last_trained(store: Store) -> Cycle | None:
 def update(store: Store, cycle_id: int, **changes: Any) -> Cycle:
     """Write changes (JSON fields by their plain names) in one transaction."""
     with store.session() as s:
-        row = s.get(CycleRow, cycle_id)
-        for key, value in changes.items():
-            if key in ("inputs", "outputs", "times", "starts", "resumes", "report"):
-                setattr(row, f"{key}_json", json.dumps(value, default=str))
-            else:
-                setattr(row, key, value)
-        row.updated_at = utcnow()
+        row = s.get(CycleRow, cycle_id, with_for_update=True)
+        _write(row, changes)
         s.flush()
         return Cycle.of(row)
 
 
+def _write(row: CycleRow, changes: dict[str, Any]) -> None:
+    for key, value in changes.items():
+        if key in ("inputs", "outputs", "times", "starts", "resumes", "report"):
+            setattr(row, f"{key}_json", json.dumps(value, default=str))
+        else:
+            setattr(row, key, value)
+    row.updated_at = utcnow()
+
+
 def begin_stage(store: Store, cycle: Cycle, stage: str) -> tuple[Cycle, bool]:
     """Enter `stage`: a first entry counts a start; entering it again after a restart counts a resume.
-    Returns (cycle, resumed)."""
-    times = dict(cycle.times)
-    resumed = stage in cycle.starts
-    if resumed:
-        resumes = {**cycle.resumes, stage: cycle.resumes.get(stage, 0) + 1}
-        return update(store, cycle.id, stage=stage, resumes=resumes), True
-    times[stage] = {"started": utcnow().isoformat(), "ended": None, "seconds": None}
-    starts = {**cycle.starts, stage: 1}
-    return update(store, cycle.id, stage=stage, times=times, starts=starts), False
+    Returns (cycle, resumed). The stage is claimed on the stored row, locked (PostgreSQL: SELECT … FOR UPDATE;
+    SQLite: its one writer), not on the caller's copy: of two processes entering it at once, one starts it."""
+    with store.session() as s:
+        if not store.postgres:  # take SQLite's write lock before reading, as FOR UPDATE does
+            s.execute(sql_update(CycleRow).where(CycleRow.id == cycle.id).values(id=CycleRow.id))
+        row = s.get(CycleRow, cycle.id, with_for_update=True)
+        now = Cycle.of(row)
+        resumed = stage in now.starts
+        if resumed:
+            changes: dict[str, Any] = {"stage": stage, "resumes": {**now.resumes, stage: now.resumes.get(stage, 0) + 1}}
+        else:
+            times = {**now.times, stage: {"started": utcnow().isoformat(), "ended": None, "seconds": None}}
+            changes = {"stage": stage, "times": times, "starts": {**now.starts, stage: 1}}
+        _write(row, changes)
+        s.flush()
+        return Cycle.of(row), resumed
 
 
 def end_stage(store: Store, cycle: Cycle, stage: str, output: dict) -> Cycle:

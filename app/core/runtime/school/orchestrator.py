@@ -25,7 +25,7 @@ def start_now(store: Store, by: str) -> tuple[Cycle, bool]:
         return running, False
     policy = load(store)
     inputs = {"policy": policy.model_dump(), "new_sessions": new_sessions(store, policy.base_model)}
-    return cycles.create(store, policy.base_model, f"run now ({by})", inputs), True
+    return cycles.start(store, policy.base_model, f"run now ({by})", inputs)
 
 
 def cycle_number(store: Store, cycle: Cycle) -> int:
@@ -63,8 +63,10 @@ class Orchestrator:
                        next_window=ready.next_window)
             return None
         trigger = f"{ready.new_sessions} new usable sessions (policy: {policy.min_sessions})"
-        cycle = cycles.create(self.store, policy.base_model, trigger,
-                              {"policy": policy.model_dump(), "new_sessions": ready.new_sessions})
+        cycle, created = cycles.start(self.store, policy.base_model, trigger,
+                                      {"policy": policy.model_dump(), "new_sessions": ready.new_sessions})
+        if not created:  # another process started one a moment ago: it is the current cycle
+            return cycle
         self.waiting = ""
         self.bus.publish("cycle.started", cycle=cycle.id, trigger=trigger)
         return cycle

@@ -1,6 +1,6 @@
 """Shipping: GGUF exports of checkpoints (files, smoke tests, embedded template) and deployments (what the built-in
 server serves, in order; rollback rows point back). A trigger keeps the gate's rule: a checkpoint is deployed only
-with a passing verdict.
+with a passing verdict (a plpgsql trigger on PostgreSQL).
 
 Revision ID: 0006
 Revises: 0005
@@ -18,6 +18,19 @@ CREATE TRIGGER deployment_needs_passing_verdict BEFORE INSERT ON deployments
 WHEN NEW.checkpoint_id IS NOT NULL AND NOT EXISTS (
     SELECT 1 FROM verdicts WHERE checkpoint_id = NEW.checkpoint_id AND verdict = 'pass')
 BEGIN SELECT RAISE(ABORT, 'a checkpoint is deployable only with a passing verdict'); END
+"""
+PG_DEPLOY_NEEDS_PASS = """
+CREATE FUNCTION deployment_needs_passing_verdict() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.checkpoint_id IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM verdicts WHERE checkpoint_id = NEW.checkpoint_id AND verdict = 'pass') THEN
+        RAISE EXCEPTION 'a checkpoint is deployable only with a passing verdict'
+            USING ERRCODE = 'integrity_constraint_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER deployment_needs_passing_verdict BEFORE INSERT ON deployments
+FOR EACH ROW EXECUTE FUNCTION deployment_needs_passing_verdict();
 """
 
 
@@ -50,10 +63,14 @@ def upgrade() -> None:
         sa.Column("note", sa.Text, nullable=False, server_default=""),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     )
-    op.execute(DEPLOY_NEEDS_PASS)
+    op.execute(PG_DEPLOY_NEEDS_PASS if op.get_bind().dialect.name == "postgresql" else DEPLOY_NEEDS_PASS)
 
 
 def downgrade() -> None:
-    op.execute("DROP TRIGGER IF EXISTS deployment_needs_passing_verdict")
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("DROP TRIGGER IF EXISTS deployment_needs_passing_verdict ON deployments")
+        op.execute("DROP FUNCTION IF EXISTS deployment_needs_passing_verdict()")
+    else:
+        op.execute("DROP TRIGGER IF EXISTS deployment_needs_passing_verdict")
     op.drop_table("deployments")
     op.drop_table("exports")

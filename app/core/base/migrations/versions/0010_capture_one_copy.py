@@ -122,8 +122,9 @@ def _repoint(conn, old: str, new: str) -> None:
         else:
             conn.execute(sa.text("DELETE FROM session_marks WHERE session_id = :n"), ids)
             conn.execute(sa.text("UPDATE session_marks SET session_id = :n WHERE session_id = :o"), ids)
+    find = "strpos" if conn.dialect.name == "postgresql" else "instr"  # the same function, by each dialect's name
     for column in CYCLE_JSON:
-        conn.execute(sa.text(f"UPDATE cycles SET {column} = replace({column}, :o, :n) WHERE instr({column}, :o) > 0"),
+        conn.execute(sa.text(f"UPDATE cycles SET {column} = replace({column}, :o, :n) WHERE {find}({column}, :o) > 0"),
                      ids)
 
 
