@@ -4,8 +4,8 @@ from __future__ import annotations
 import pyqtgraph as pg
 
 from widgets.charts import COLOURS, PlotNotice
+from widgets.palette import BACKGROUND, DIM
 
-BACKGROUND = "#1e1f24"
 MAX_TICKS = 7  # category labels shown on the bottom axis at most (every k-th beyond that)
 MAX_BARS = 10  # bars a histogram shows at most: the smallest beyond that are summed in one "k others" bar
 
@@ -26,7 +26,7 @@ def _plot(widget: pg.PlotWidget, title: str) -> None:
     widget.setMenuEnabled(False)
     widget.hideButtons()
     for side in ("left", "bottom"):
-        widget.getAxis(side).setTextPen("#9aa0aa")
+        widget.getAxis(side).setTextPen(DIM)
 
 
 class StackedBars(pg.PlotWidget):

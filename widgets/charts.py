@@ -11,13 +11,14 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QRect, Qt, QTimer
 from PySide6.QtWidgets import QLabel
 
+from widgets.palette import BACKGROUND, DIM, FAINT
+
 REDRAW_MS = 100  # at most 10 redraws a second, however fast points arrive
 COLOURS = ["#4f8cff", "#ff9f43", "#2ecc71", "#e056fd", "#00d2d3", "#feca57", "#ff6b6b", "#a29bfe"]
-BACKGROUND = "#1e1f24"
-AXIS_TEXT = "#9aa0aa"
+AXIS_TEXT = DIM
 TITLE_TEXT = "#d8dae0"
 TITLE_SIZE = "9pt"
-NOTICE_TEXT = "#8a8f98"
+NOTICE_TEXT = FAINT
 NOTICE_SIZE = "10pt"
 MARKER_PEN = pg.mkPen("#feca57", width=1, style=Qt.PenStyle.DashLine)
 HIGHLIGHT_PEN = pg.mkPen("#ff5c5c", width=1, style=Qt.PenStyle.DotLine)

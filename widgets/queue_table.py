@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QApplication, QComboBox, QHead
                                QStyledItemDelegate, QStyleOptionProgressBar, QTableView)
 
 from widgets.job_table import STATE_COLOURS
+from widgets.palette import FAINT
 
 COLUMNS = ["#", "Job", "Recipe", "Priority", "State", "Progress", "ETA / starts in", "Source", "Data"]
 PLACE, JOB, RECIPE, PRIORITY, STATE, PROGRESS, TIMING, SOURCE, DATA = range(len(COLUMNS))
@@ -18,7 +19,7 @@ PRIORITIES = ("high", "normal", "low")
 MIME = "application/x-nightschool-queue-job"
 COLOURS = {**STATE_COLOURS, "queued": "#3a3d45", "held": "#8a6d1f", "cancelled": "#6b6f78", "validated": "#2ecc71",
            "launching": "#b388ff"}
-DIM = QColor("#8a8f98")
+STEPPED_BACK = QColor(FAINT)  # a finished row's text
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ class QueueModel(QAbstractTableModel):
             if col == STATE:
                 return QColor("#ffffff")
             if row.place is None:
-                return DIM  # finished rows step back
+                return STEPPED_BACK  # finished rows step back
         if role == Qt.ItemDataRole.TextAlignmentRole and col == PLACE:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.UserRole:

@@ -3,21 +3,16 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime
 from html import escape
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QFileDialog,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QMessageBox,
     QPushButton,
     QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
     QTabWidget,
     QTextBrowser,
     QVBoxLayout,
@@ -27,67 +22,18 @@ from PySide6.QtWidgets import (
 from app.core.base.words import grouped
 from app.core.capture.queries import SessionSummary, TranscriptMessage
 from app.ui.capture import CaptureController
+from app.ui.kit import DIM_STYLE, FAINT, fill, key_at, local_time, make_table, reselect
 from widgets.banner import Banner
 from widgets.bars import LabelledBars, StackedBars
 
 AGENT_COLOURS = {"claude-code": "#ff9f43", "codex": "#2ecc71", "gemini": "#4f8cff"}
-DIM = "#8a8f98"
 ROLE_COLOURS = {"user": "#8ab4ff", "assistant": "#7bd88f", "tool": "#ffb86c", "system": "#c792ea"}
 MAX_PART_CHARS = 4000  # a longer text, input or output is cut for display
 MAX_TRANSCRIPT_CHARS = 300_000  # the viewer stops rendering after this much text
 MAX_DAYS = 90
 SOURCES_MS = 5000  # the sources table's relative times are redrawn this often
 ALL = "(all projects)"
-MAX_COLUMN_PX = 220
 SESSION_COLUMNS = ["Started", "Agent", "Project", "Title", "Msgs", "Tools", "Errors", "Outcome"]
-
-
-def make_table(headers: list[str], stretch: int) -> QTableWidget:
-    table = QTableWidget(0, len(headers))
-    table.setHorizontalHeaderLabels(headers)
-    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    table.verticalHeader().hide()
-    table.setAlternatingRowColors(True)
-    table.setWordWrap(False)
-    header = table.horizontalHeader()
-    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
-    header.setMaximumSectionSize(MAX_COLUMN_PX)  # a very long project name must not squeeze the title away
-    return table
-
-
-def fill(table: QTableWidget, rows: list[list], keys: list | None = None) -> None:
-    """Replace a table's rows; keys (one per row) are kept in column 0's UserRole."""
-    table.blockSignals(True)
-    table.setRowCount(len(rows))
-    for r, row in enumerate(rows):
-        for c, value in enumerate(row):
-            item = QTableWidgetItem("" if value is None else str(value))
-            item.setToolTip(item.text()[:2000])
-            if isinstance(value, (int, float)):
-                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            table.setItem(r, c, item)
-        if keys is not None:
-            table.item(r, 0).setData(Qt.ItemDataRole.UserRole, keys[r])
-    table.blockSignals(False)
-
-
-def key_at(table: QTableWidget) -> object:
-    rows = table.selectionModel().selectedRows()
-    return table.item(rows[0].row(), 0).data(Qt.ItemDataRole.UserRole) if rows else None
-
-
-def reselect(table: QTableWidget, key: object) -> None:
-    """Select the row holding key (none if it is gone), without emitting selection signals."""
-    table.blockSignals(True)
-    table.clearSelection()
-    for r in range(table.rowCount()):
-        if table.item(r, 0).data(Qt.ItemDataRole.UserRole) == key:
-            table.selectRow(r)
-            break
-    table.blockSignals(False)
 
 
 def ago(epoch: float | None) -> str:
@@ -95,13 +41,6 @@ def ago(epoch: float | None) -> str:
         return "—"
     s = max(0, int(time.time() - epoch))
     return f"{s} s ago" if s < 60 else f"{s // 60} min ago" if s < 3600 else f"{s // 3600} h ago"
-
-
-def local_time(stamp: str | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
-    try:
-        return datetime.fromisoformat(stamp).astimezone().strftime(fmt) if stamp else ""
-    except ValueError:
-        return stamp or ""
 
 
 class CapturePanel(QWidget):
@@ -129,7 +68,7 @@ class CapturePanel(QWidget):
         self.import_button = QPushButton("Import files…")
         self.import_button.clicked.connect(self.choose_files)
         hint = QLabel("or drop transcripts, folders or datasets anywhere on the window")
-        hint.setStyleSheet("color:#9aa0aa;")
+        hint.setStyleSheet(DIM_STYLE)
         hint.setWordWrap(True)
         top = QHBoxLayout()
         top.addWidget(self.totals, 1)
@@ -231,8 +170,8 @@ class CapturePanel(QWidget):
         if self.project == "(none)":
             rows = [r for r in rows if r.project is None]
         self.rows = {r.id: r for r in rows}
-        fill(self.sessions, [[local_time(r.started_at), r.agent, r.project, r.title, r.messages, r.tool_calls,
-                              r.errors, r.outcome] for r in rows], [r.id for r in rows])
+        fill(self.sessions, [[local_time(r.started_at, zoneless_utc=False), r.agent, r.project, r.title, r.messages,
+                              r.tool_calls, r.errors, r.outcome] for r in rows], [r.id for r in rows])
         reselect(self.sessions, self.session_id)
         current = self.rows.get(self.session_id)
         if current is not None and (current.id, current.messages) != self.shown:
@@ -298,7 +237,7 @@ def clip(text: str, limit: int = MAX_PART_CHARS) -> str:
     """HTML-escaped text, cut after limit characters with a note of how much was left out."""
     if len(text) <= limit:
         return escape(text)
-    return escape(text[:limit]) + f"<br><i style='color:{DIM}'>… {len(text) - limit:,} more characters</i>"
+    return escape(text[:limit]) + f"<br><i style='color:{FAINT}'>… {len(text) - limit:,} more characters</i>"
 
 
 def block(text: str, colour: str | None = None, mono: bool = False, italic: bool = False) -> str:
@@ -310,7 +249,7 @@ def block(text: str, colour: str | None = None, mono: bool = False, italic: bool
 
 def part_html(part) -> str:
     if part.kind == "thinking":
-        return block("thinking: " + clip(part.text), DIM, italic=True)
+        return block("thinking: " + clip(part.text), FAINT, italic=True)
     if part.kind == "tool_call":
         args = json.dumps(part.tool_input, indent=2, ensure_ascii=False, default=str)
         return (f"<div style='color:#ffb86c;margin-left:12px'><b>→ {escape(part.tool_name or '?')}</b></div>"
@@ -322,23 +261,24 @@ def part_html(part) -> str:
         return (f"<div style='color:{colour or '#ffb86c'};margin-left:12px'><b>← {label}{name}</b></div>"
                 + block(clip(part.text), colour, mono=True))
     if part.kind == "image":
-        return block(f"[image{': ' + escape(part.text) if part.text else ''} — not shown]", DIM)
+        return block(f"[image{': ' + escape(part.text) if part.text else ''} — not shown]", FAINT)
     return block(clip(part.text))
 
 
 def message_html(m: TranscriptMessage) -> str:
     role = "compaction summary" if m.compact_summary else f"{m.role} (harness)" if m.meta else m.role
-    colour = "#f1c40f" if m.compact_summary else ROLE_COLOURS.get(m.role, DIM)
-    stamp = local_time(m.timestamp, "%Y-%m-%d %H:%M:%S")
+    colour = "#f1c40f" if m.compact_summary else ROLE_COLOURS.get(m.role, FAINT)
+    stamp = local_time(m.timestamp, "%Y-%m-%d %H:%M:%S", zoneless_utc=False)
     head = (f"<p style='margin-top:10px;margin-bottom:2px'><b style='color:{colour}'>{escape(role.upper())}</b>"
-            f" <span style='color:{DIM}'>{escape(stamp)}</span></p>")
+            f" <span style='color:{FAINT}'>{escape(stamp)}</span></p>")
     return head + "".join(part_html(p) for p in m.parts)
 
 
 def render_transcript(summary: SessionSummary, messages: list[TranscriptMessage], subagents: list) -> str:
+    started = local_time(summary.started_at, zoneless_utc=False)
     out = [f"<h3>{escape(summary.title or '(untitled)')}</h3>",
-           f"<p style='color:{DIM}'>{escape(summary.agent)} · {escape(summary.model or 'model unknown')} · "
-           f"{escape(summary.project or '(no project)')} · started {escape(local_time(summary.started_at))}</p>"]
+           f"<p style='color:{FAINT}'>{escape(summary.agent)} · {escape(summary.model or 'model unknown')} · "
+           f"{escape(summary.project or '(no project)')} · started {escape(started)}</p>"]
     if subagents:
         items = "".join(f"<li>{escape(s.title or s.id)} — {s.messages} messages, {s.tool_calls} tool calls</li>"
                         for s in subagents)
@@ -346,7 +286,7 @@ def render_transcript(summary: SessionSummary, messages: list[TranscriptMessage]
     used = 0
     for index, m in enumerate(messages):
         if used > MAX_TRANSCRIPT_CHARS:
-            out.append(f"<p style='color:{DIM}'><i>… {len(messages) - index} more messages not shown</i></p>")
+            out.append(f"<p style='color:{FAINT}'><i>… {len(messages) - index} more messages not shown</i></p>")
             break
         html = message_html(m)
         used += len(html)

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.datasets.config import MODES as BUILD_MODES, BuildConfig, Filters
-from app.ui.capture_panel import DIM
 from app.ui.datasets import DatasetsController
+from app.ui.kit import FAINT
 
 PHASES = {"load": "Loading sessions", "render": "Rendering examples", "write": "Writing files"}
 MODES = {"auto": "incremental when this base model already has a dataset, else full",
@@ -126,7 +126,7 @@ class BuildForm(QGroupBox):
 
     def _actions(self) -> QVBoxLayout:
         self.sessions_label = QLabel()
-        self.sessions_label.setStyleSheet(f"color:{DIM};")
+        self.sessions_label.setStyleSheet(f"color:{FAINT};")
         self.build_button = QPushButton("Build dataset")
         self.build_button.setDefault(True)
         self.build_button.clicked.connect(self.start_build)
@@ -135,7 +135,7 @@ class BuildForm(QGroupBox):
         self.progress_bar = QProgressBar()
         self.progress_bar.setFormat("%v / %m")
         self.phase = QLabel()
-        self.phase.setStyleSheet(f"color:{DIM};")
+        self.phase.setStyleSheet(f"color:{FAINT};")
         self.phase.setWordWrap(True)
         for w in (self.cancel_button, self.progress_bar, self.phase):
             w.hide()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
 
@@ -22,9 +21,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.datasets.splits import SPLITS
-from app.ui.capture_panel import DIM, fill, key_at, make_table, reselect
 from app.ui.datasets import DatasetsController, Details, Preview
 from app.ui.datasets_form import BuildForm
+from app.ui.kit import FAINT, fill, key_at, local_time, make_table, reselect
 from widgets.banner import Banner
 from widgets.token_preview import TokenPreview
 
@@ -32,20 +31,13 @@ COLUMNS = ["Name", "Kind", "Base model", "Splits", "Excluded", "Created", "Finge
 HEADER_TIPS = {3: "examples in train / val / test", 4: "examples excluded by the checks",
                6: "content fingerprint: the same examples rendered by the same template give the same one"}
 MAX_SHOWN = 25  # excluded examples listed per check
-GOOD, BAD = "#7bd88f", "#ff8a8a"
+PASSED, PROBLEM = "#7bd88f", "#ff8a8a"  # softer than the kit's GOOD and BAD: text on the dark base
 COUNT_WORDS = {"from_corrections": "examples from accepted corrections",
                "correction_pairs": "preference pairs from corrections"}  # counts stored under a key (stages read it)
 
 
 def short_model(label: str) -> str:
     return Path(label).name if "/" in label else label
-
-
-def created(stamp: datetime | None) -> str:
-    if stamp is None:
-        return ""
-    stamp = stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
-    return stamp.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
 class DatasetsPanel(QWidget):
@@ -146,7 +138,7 @@ class DatasetsPanel(QWidget):
         rows = self.controller.datasets()
         self.rows = {r.name: r for r in rows}
         fill(self.table, [[r.name, r.kind, short_model(model_label(r)), f"{r.train} / {r.val} / {r.test}",
-                           r.excluded, created(r.created_at), r.fingerprint[:8]] for r in rows],
+                           r.excluded, local_time(r.created_at), r.fingerprint[:8]] for r in rows],
              [r.name for r in rows])
         for i, r in enumerate(rows):
             self.table.item(i, 2).setToolTip(model_label(r))
@@ -182,7 +174,7 @@ class DatasetsPanel(QWidget):
                            f"{row.examples:,} examples · base model {escape(short_model(label))}")
         self.title.setToolTip(row.path)
         self.report.setHtml(report_html(details))
-        self.integrity.setStyleSheet(f"color:{DIM};")
+        self.integrity.setStyleSheet(f"color:{FAINT};")
         self.integrity.setText("Checking integrity (sha256 of every file against the manifest)…")
         self.controller.verify(row.name, row.path)
         self.preview = Preview(details.folder, details.sizes())
@@ -193,7 +185,7 @@ class DatasetsPanel(QWidget):
             return
         ok = not problems
         files = len(self.details.manifest.files) if ok and self.details and self.details.manifest else 0
-        self.integrity.setStyleSheet(f"color:{GOOD if ok else BAD};")
+        self.integrity.setStyleSheet(f"color:{PASSED if ok else PROBLEM};")
         self.integrity.setText(f"✓ Intact: all {files} files match the manifest." if ok else
                                "✗ Integrity problems: " + "; ".join(escape(p) for p in problems[:8]))
 
@@ -230,7 +222,7 @@ class DatasetsPanel(QWidget):
         ex = self.preview.example(split, self.index.value() - 1)
         meta = f"id {ex.id}" + (f" · session {ex.session_id} · window {ex.window} · {ex.source}" if ex.session_id
                                 else "")
-        self.example_meta.setText(escape(meta) + (f"<br><span style='color:{BAD}'>{escape(ex.problem)}</span>"
+        self.example_meta.setText(escape(meta) + (f"<br><span style='color:{PROBLEM}'>{escape(ex.problem)}</span>"
                                                   if ex.problem else ""))
         if ex.segments:
             self.tokens.set_segments(ex.segments, ex.tokens, ex.trained)
@@ -273,7 +265,7 @@ def model_label(row) -> str:
 
 # --- report ----------------------------------------------------------------------------------------------
 def table_html(head: list[str], rows: list[list]) -> str:
-    cells = "".join(f"<th align='{'left' if i == 0 else 'right'}' style='color:{DIM}'>{escape(h)}</th>"
+    cells = "".join(f"<th align='{'left' if i == 0 else 'right'}' style='color:{FAINT}'>{escape(h)}</th>"
                     for i, h in enumerate(head))
     body = "".join("<tr>" + "".join(f"<td align='{'left' if i == 0 else 'right'}'>{escape(str(v))}</td>"
                                     for i, v in enumerate(r)) + "</tr>" for r in rows)
@@ -289,7 +281,7 @@ def splits_html(details: Details) -> str:
             share = f"{z.trained_tokens / z.tokens:.0%}" if z.tokens else "—"
             rows.append([s, f"{z.examples:,}", f"{z.sessions:,}", f"{z.tokens:,}", f"{z.trained_tokens:,}", share])
     head = ["Split", "Examples", "Sessions", "Tokens", "Trained tokens", "Trained share"]
-    note = (f"<p style='color:{DIM}'>Trained tokens: the ones the loss is computed on (the assistant's turns); the "
+    note = (f"<p style='color:{FAINT}'>Trained tokens: the ones the loss is computed on (the assistant's turns); the "
             "rest is context the model reads. Trained share: trained tokens out of all tokens.</p>")
     return "<h3>Splits</h3>" + table_html(head, rows) + note
 
@@ -306,7 +298,7 @@ def filters_html(details: Details) -> str:
     out = "<h3>Filters</h3>" + (table_html(["Filter", "Removed"], rows) if rows else "<p>No filter ran.</p>")
     plain = " · ".join(f"{escape(count_words(name))} {n:,}" for name, n in counts.items()
                        if not name.startswith("excluded: "))
-    return out + (f"<p><span style='color:{DIM}'>Counts:</span> {plain}</p>" if plain else "")
+    return out + (f"<p><span style='color:{FAINT}'>Counts:</span> {plain}</p>" if plain else "")
 
 
 def excluded_html(details: Details) -> str:
@@ -321,8 +313,8 @@ def excluded_html(details: Details) -> str:
         return out + "<p>None: every rendered example passed the checks.</p>"
     for name, items in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         lines = "".join(f"<li>{escape(i[:400])}</li>" for i in items[:MAX_SHOWN])
-        more = f"<li style='color:{DIM}'>… {len(items) - MAX_SHOWN:,} more</li>" if len(items) > MAX_SHOWN else ""
-        out += f"<p><b style='color:{BAD}'>{escape(name)}</b> ({len(items):,})</p><ul>{lines}{more}</ul>"
+        more = f"<li style='color:{FAINT}'>… {len(items) - MAX_SHOWN:,} more</li>" if len(items) > MAX_SHOWN else ""
+        out += f"<p><b style='color:{PROBLEM}'>{escape(name)}</b> ({len(items):,})</p><ul>{lines}{more}</ul>"
     return out
 
 
@@ -338,7 +330,7 @@ def provenance_html(details: Details) -> str:
             ["Replayed from", ", ".join(m.replayed_from) or "—"],
             ["Held-out set", f"{m.heldout_sessions} sessions (+{len(m.heldout_added)} by this build)"], ["Created", m.created_at],
             ["Folder", details.folder]]
-    body = "".join(f"<tr><td style='color:{DIM}'>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in rows)
+    body = "".join(f"<tr><td style='color:{FAINT}'>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in rows)
     return f"<h3>Provenance</h3><table cellspacing='0' cellpadding='2'>{body}</table>"
 
 
@@ -349,12 +341,12 @@ def pairs_html(details: Details) -> str:
             ["Student already agreed (no pair)", r.get("agreed", 0)], ["Pairs from the student", r.get("student_pairs", 0)],
             ["Pairs from your files", r.get("dropped_pairs", 0)], ["Excluded", r.get("excluded", 0)],
             ["Student answers cut at the token limit", r.get("truncated", 0)]]
-    body = "".join(f"<tr><td style='color:{DIM}'>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in rows)
+    body = "".join(f"<tr><td style='color:{FAINT}'>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in rows)
     out = f"<h3>Pairs</h3><table cellspacing='0' cellpadding='2'>{body}</table>"
     for rec in _first_pairs(details.folder, 3):
         chosen, rejected = (escape(rec[k][0]["content"][:300]) for k in ("chosen", "rejected"))
-        out += (f"<p><b style='color:{GOOD}'>chosen (teacher)</b> {chosen}<br>"
-                f"<b style='color:{BAD}'>rejected (student)</b> {rejected}</p>")
+        out += (f"<p><b style='color:{PASSED}'>chosen (teacher)</b> {chosen}<br>"
+                f"<b style='color:{PROBLEM}'>rejected (student)</b> {rejected}</p>")
     return out
 
 
@@ -374,7 +366,7 @@ def _first_pairs(folder: Path, n: int) -> list[dict]:
 
 
 def report_html(details: Details) -> str:
-    problems = "".join(f"<p style='color:{BAD}'>{escape(p)}</p>" for p in details.problems)
+    problems = "".join(f"<p style='color:{PROBLEM}'>{escape(p)}</p>" for p in details.problems)
     if details.manifest is not None and details.manifest.kind == "preference":
         return problems + splits_html(details) + pairs_html(details) + provenance_html(details)
     return problems + splits_html(details) + filters_html(details) + excluded_html(details) + \

@@ -18,7 +18,7 @@ from app.core.base.store import Store
 from app.core.base.words import grouped
 from app.core.experience import buffer as B, config as C, corrections as K, keys, teacher as T
 from app.ui.background import PolledController
-from app.ui.school_words import local_hhmm
+from app.ui.kit import local_time
 
 REFRESH_MS = 3000
 SHOWN = 200  # flagged answers read for the table
@@ -108,14 +108,14 @@ def state_words(entry: dict, reviewing: bool = False) -> str:
         return "correction waits for review"
     words = STATE_WORDS.get(entry["state"], entry["state"])
     if entry["state"] == "flagged" and entry.get("last_error"):
-        again = local_hhmm(entry.get("next_try_at"), "%H:%M")
+        again = local_time(entry.get("next_try_at"), "%H:%M")
         words = f"teacher failed ({entry['last_error']})" + (f", tries again {again}" if again else "")
     return words
 
 
 def entry_row(entry: dict, reviewing: set[str] = frozenset()) -> list[str]:
     """Time, client, why, state (reviewing: the entries whose correction waits for review)."""
-    return [local_hhmm(entry.get("created_at"), "%d %b %H:%M"), entry.get("client") or "–",
+    return [local_time(entry.get("created_at"), "%d %b %H:%M"), entry.get("client") or "–",
             reasons_words(entry.get("reasons") or []), state_words(entry, entry["id"] in reviewing)]
 
 
@@ -174,7 +174,7 @@ def budget_line(usage: dict | None, cfg: C.TeacherConfig | None = None) -> str:
         return f"0 of {tokens(cfg.tokens_per_day)} tokens today" if cfg else "–"
     line = f"{tokens(usage.get('tokens_today'))} of {tokens(usage.get('tokens_per_day'))} tokens today"
     if usage.get("blocked_until"):
-        line += f"; the teacher asked to wait until {local_hhmm(str(usage['blocked_until']), '%H:%M')}"
+        line += f"; the teacher asked to wait until {local_time(str(usage['blocked_until']), '%H:%M')}"
     return line
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QDoubleSpinBox,
     QFormLayout,
@@ -18,7 +17,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSpinBox,
     QSplitter,
-    QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -38,9 +36,9 @@ from app.ui.experience import (
     teacher_hint,
     waiting_empty,
 )
+from app.ui.kit import DIM_STYLE, label, make_table
 from widgets.banner import Banner
 
-DIM = "color:#9aa0aa;"
 FLAGGED_COLUMNS = ["Time", "Client", "Why", "State"]
 WAITING_COLUMNS = ["#", "Answer", "From", "Score"]
 SPINS = {  # teacher setting: (label, minimum, maximum, step, decimals or None for whole numbers, suffix)
@@ -49,27 +47,6 @@ SPINS = {  # teacher setting: (label, minimum, maximum, step, decimals or None f
     "tokens_per_day": ("Tokens per day", 0, 1_000_000_000, 10_000, None, ""),
     "min_score": ("Min score", 0.0, 1.0, 0.05, 2, ""),
 }
-
-
-def table(columns: list[str]) -> QTableWidget:
-    view = QTableWidget(0, len(columns))
-    view.setHorizontalHeaderLabels(columns)
-    view.verticalHeader().hide()
-    view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-    view.setWordWrap(False)
-    header = view.horizontalHeader()
-    for c in range(len(columns)):
-        header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
-    return view
-
-
-def dim_label(text: str = "") -> QLabel:
-    label = QLabel(text)
-    label.setStyleSheet(DIM)
-    label.setWordWrap(True)
-    return label
 
 
 class ExperiencePanel(QWidget):
@@ -111,7 +88,7 @@ class ExperiencePanel(QWidget):
         self.review_box = QCheckBox("Review corrections before they train")
         self.review_box.setToolTip("On: a correction that passes validation waits for your Accept before it trains")
         self.review_box.clicked.connect(lambda on: self.controller.set_buffer("require_review", on))
-        self.sentence = dim_label()
+        self.sentence = label(style=DIM_STYLE)
         self.reasons = QLabel()
         self.reasons.setWordWrap(True)
         top = QHBoxLayout()
@@ -126,9 +103,9 @@ class ExperiencePanel(QWidget):
 
     def _flagged_box(self) -> QGroupBox:
         box = QGroupBox("Answers that needed improvement")
-        self.flagged = table(FLAGGED_COLUMNS)
+        self.flagged = make_table(FLAGGED_COLUMNS, striped=False, widest=None)
         self.flagged.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
-        self.flagged_empty = dim_label()
+        self.flagged_empty = label(style=DIM_STYLE)
         self.flagged_empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         layout = QVBoxLayout(box)
         layout.addWidget(self.flagged_empty)
@@ -137,10 +114,10 @@ class ExperiencePanel(QWidget):
 
     def _waiting_box(self) -> QGroupBox:
         box = QGroupBox("Corrections waiting for review")
-        self.waiting = table(WAITING_COLUMNS)
+        self.waiting = make_table(WAITING_COLUMNS, striped=False, widest=None)
         self.waiting.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         self.waiting.itemSelectionChanged.connect(self._on_selected)
-        self.waiting_empty = dim_label()
+        self.waiting_empty = label(style=DIM_STYLE)
         self.waiting_empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.preview = QPlainTextEdit()
         self.preview.setReadOnly(True)
@@ -174,7 +151,7 @@ class ExperiencePanel(QWidget):
         left.addRow("Model", self.model_edit)
         self.spins: dict[str, QSpinBox | QDoubleSpinBox] = {}
         limits = QHBoxLayout()
-        for key, (label, low, high, step, decimals, suffix) in SPINS.items():
+        for key, (name, low, high, step, decimals, suffix) in SPINS.items():
             spin = QSpinBox() if decimals is None else QDoubleSpinBox()
             if decimals is not None:
                 spin.setDecimals(decimals)
@@ -184,7 +161,7 @@ class ExperiencePanel(QWidget):
             spin.setGroupSeparatorShown(True)
             spin.editingFinished.connect(lambda key=key: self._apply_spin(key))
             self.spins[key] = spin
-            limits.addWidget(QLabel(label))
+            limits.addWidget(QLabel(name))
             limits.addWidget(spin)
         limits.addStretch(1)
         left.addRow("Limits", limits)
@@ -196,8 +173,8 @@ class ExperiencePanel(QWidget):
         self.correct_button.setToolTip("Ask the teacher now to re-answer flagged answers (within the batch limit and "
                                        "the budget)")
         self.correct_button.clicked.connect(self.controller.correct_now)
-        self.outcome = dim_label()
-        self.hint = dim_label()
+        self.outcome = label(style=DIM_STYLE)
+        self.hint = label(style=DIM_STYLE)
         right.addWidget(QLabel("Budget used"))
         right.addWidget(self.budget)
         right.addWidget(self.correct_button)
@@ -217,7 +194,7 @@ class ExperiencePanel(QWidget):
         self.key_button = QPushButton("Set key…")
         self.key_button.setToolTip("Stored in the OS keyring, or a file only you can read — never in the data dir")
         self.key_button.clicked.connect(self.apply_key)
-        self.key_place = dim_label()
+        self.key_place = label(style=DIM_STYLE)
         self.key_place.setWordWrap(False)
         row = QWidget()
         layout = QHBoxLayout(row)

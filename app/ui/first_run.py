@@ -18,7 +18,8 @@ from app.core.capture.found import agent_folders
 from app.core.capture.sources import CaptureConfig
 from app.core.runtime.school import policy
 from app.ui.background import BackgroundController
-from app.ui.first_run_pages import DIM, GOOD, WARN, AgentsPage, ExcludePage, ModelPage, Page, PolicyPage, label
+from app.ui.first_run_pages import AgentsPage, ExcludePage, ModelPage, Page, PolicyPage
+from app.ui.kit import DIM_STYLE, GOOD_STYLE, WARN_STYLE, label
 
 NO_FIRST_RUN = "NIGHTSCHOOL_NO_FIRST_RUN"  # "1": never show the wizard (tests that build the window set it)
 
@@ -84,12 +85,12 @@ class WizardWork(BackgroundController):
         emit(*args)
 
 
-STATES = {"ready": ("The training engine is ready.", GOOD, ""),
-          "external": ("Nothing to set up: the training engine is already there.", GOOD, ""),
-          "missing": ("The training engine is not installed yet.", WARN, "Set up now"),
-          "partial": ("The training engine is partly installed.", WARN, "Set up now"),
-          "outdated": ("The training engine is from another version of Nightschool.", WARN, "Set up again"),
-          "broken": ("The training engine is damaged.", WARN, "Repair")}
+STATES = {"ready": ("The training engine is ready.", GOOD_STYLE, ""),
+          "external": ("Nothing to set up: the training engine is already there.", GOOD_STYLE, ""),
+          "missing": ("The training engine is not installed yet.", WARN_STYLE, "Set up now"),
+          "partial": ("The training engine is partly installed.", WARN_STYLE, "Set up now"),
+          "outdated": ("The training engine is from another version of Nightschool.", WARN_STYLE, "Set up again"),
+          "broken": ("The training engine is damaged.", WARN_STYLE, "Repair")}
 
 
 def sentence(text: str) -> str:
@@ -105,11 +106,11 @@ class EnginePage(Page):
                                    "download is large (hundreds of megabytes to a few gigabytes).")
         self.work, self.asked, self.repair = work, False, False
         self.state = label("Checking the training engine…")
-        self.detail, self.python = label(), label(style=DIM, selectable=True)
+        self.detail, self.python = label(), label(style=DIM_STYLE, selectable=True)
         self.setup_button, self.cancel_button = QPushButton("Set up now"), QPushButton("Cancel")
         self.bar = QProgressBar()
         self.bar.setRange(0, 1000)
-        self.stage, self.size = label(), label(style=DIM)
+        self.stage, self.size = label(), label(style=DIM_STYLE)
         for widget in (self.state, self.detail, self.python):
             self.box.addWidget(widget)
         buttons = QHBoxLayout()
@@ -144,7 +145,8 @@ class EnginePage(Page):
 
     def show_status(self, status: Any) -> None:
         self._running(False)
-        words, style, button = STATES.get(status.state, (f"The training engine is {status.state}.", WARN, "Set up now"))
+        words, style, button = STATES.get(status.state, (f"The training engine is {status.state}.", WARN_STYLE,
+                                                          "Set up now"))
         self.state.setText(words)
         self.state.setStyleSheet(style)
         self.detail.setText(sentence(status.detail or ""))

@@ -31,18 +31,9 @@ from app.core.capture.found import AgentFolders
 from app.core.runtime.school.policy import Policy, window_bounds
 from app.core.train.modelref import HUB_ID, ModelRefError, check_model_folder, is_embedded
 from app.core.train.spec import DEFAULT_MODEL
+from app.ui.kit import BAD_STYLE, DIM_STYLE, GOOD_STYLE, WARN_STYLE, label
 
-DIM, GOOD, WARN, BAD = "color:#9aa0aa;", "color:#2ecc71;", "color:#ff9f43;", "color:#ff6b6b;"
 DEPLOY = {"auto": "Use it right away", "ask": "Ask me first", "never": "Keep it aside (I deploy by hand)"}
-
-
-def label(text: str = "", style: str = "", selectable: bool = False) -> QLabel:
-    out = QLabel(text)
-    out.setWordWrap(True)
-    out.setStyleSheet(style)
-    if selectable:
-        out.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    return out
 
 
 def explained_html(error: Explained) -> str:
@@ -68,9 +59,9 @@ class Page(QWizardPage):
         self.box = QVBoxLayout(self)
         self.box.addWidget(label(subtitle))
         self.box.addSpacing(6)
-        self.error = label(style=BAD)
+        self.error = label(style=BAD_STYLE)
         self.error.setTextFormat(Qt.TextFormat.RichText)
-        self.footnote = label(style=DIM)
+        self.footnote = label(style=DIM_STYLE)
 
     def finish(self, footnote: str) -> None:
         """The error line under the page's own widgets, then the footnote at the bottom."""
@@ -94,7 +85,7 @@ class AgentsPage(Page):
         self.grid = QGridLayout()
         self.grid.setColumnStretch(2, 1)
         self.grid.setHorizontalSpacing(16)
-        self.summary = label("Looking for transcripts…", DIM)
+        self.summary = label("Looking for transcripts…", DIM_STYLE)
         self.box.addLayout(self.grid)
         self.box.addWidget(self.summary)
         self.finish("Transcripts are read on this computer; secrets are replaced by placeholders before anything "
@@ -108,10 +99,11 @@ class AgentsPage(Page):
     def show_found(self, found: list[AgentFolders]) -> None:
         for row, agent in enumerate(found):
             name = label(f"<b>{agent.label}</b>")
-            status = label(_count_words(agent), GOOD if agent.sessions else (DIM if agent.found else WARN))
+            style = GOOD_STYLE if agent.sessions else (DIM_STYLE if agent.found else WARN_STYLE)
+            status = label(_count_words(agent), style)
             where = "\n".join(tilde(p) for p in (agent.existing or agent.roots))
             folders = label(where if agent.found else f"Looked in {where}" if where else
-                            "No folder is set for it in capture.json", DIM, selectable=True)
+                            "No folder is set for it in capture.json", DIM_STYLE, selectable=True)
             for column, widget in enumerate((name, status, folders)):
                 self.grid.addWidget(widget, row, column, Qt.AlignmentFlag.AlignTop)
             self.rows[agent.agent] = (status, folders)
@@ -153,7 +145,7 @@ class ModelPage(Page):
         button = QRadioButton(text)
         self.group.addButton(button)
         self.box.addWidget(button)
-        self.box.addLayout(_row(label(note, DIM)))
+        self.box.addLayout(_row(label(note, DIM_STYLE)))
         return button
 
     def _select(self, current: str) -> None:

@@ -23,14 +23,13 @@ from PySide6.QtWidgets import (
 from app.core.judge.nextaction import OUTCOME_WORDS
 from app.core.judge.report import places
 from app.ui.judge import ROWS, Choice, Comparison, JudgeController, Judged, short_model
+from app.ui.kit import DIM_STYLE, heading
 from widgets.banner import STYLE as BANNER_STYLE, Banner
 from widgets.charts import LiveChart
 from widgets.compare_table import CompareTable
 from widgets.side_by_side import Case, Output, SideBySide
 
 REF = Qt.ItemDataRole.UserRole
-DIM = "color:#9aa0aa;"
-HEAD = "font-weight:bold;margin-top:6px;"
 VERDICT_STYLE = {"pass": BANNER_STYLE["info"], "fail": BANNER_STYLE["error"],
                  "inconclusive": "background:#4a3b1a;color:#ffe7b0;padding:8px;border-radius:4px;"}
 VERDICT_HEAD = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}
@@ -43,12 +42,6 @@ def check_items(judged: Judged) -> list[str]:
         return list(judged.reasons)
     ordered = sorted(judged.checks, key=lambda c: c["ok"])
     return [f"{CHECK_MARK.get(c['status'], '·')} {c['text']}" for c in ordered] + list(judged.notes)
-
-
-def heading(text: str) -> QLabel:
-    label = QLabel(text)
-    label.setStyleSheet(HEAD)
-    return label
 
 
 def cases_of(comparison: Comparison) -> list[Case]:
@@ -134,7 +127,7 @@ class JudgePanel(QWidget):
         layout.setContentsMargins(0, 0, 4, 0)
         hint = QLabel("Tick two or more models to compare; the base model is the reference when ticked.")
         hint.setWordWrap(True)
-        hint.setStyleSheet(DIM)
+        hint.setStyleSheet(DIM_STYLE)
         file_row, buttons, actions = QHBoxLayout(), QHBoxLayout(), QHBoxLayout()
         file_row.addWidget(self.file_edit, 1)
         file_row.addWidget(self.file_button)

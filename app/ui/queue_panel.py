@@ -20,13 +20,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.train.spec import DEFAULT_MODEL
+from app.ui.kit import DIM_STYLE
 from app.ui.queue import ENGINE, PRIORITIES, RECIPES, RETRYABLE, WAITING, QueueController
 from widgets.banner import Banner
 from widgets.job_table import format_eta
 from widgets.queue_table import QueueRow, QueueTable
 
 MAX_CONCURRENT = 8
-DIM = "color:#9aa0aa;"
 HINT = "Select a job to act on it. Drag a waiting row to reorder the queue."
 
 
@@ -107,7 +107,7 @@ class QueuePanel(QWidget):
         self.add_button = QPushButton("Add file…")
         self.add_button.clicked.connect(self.choose_files)
         hint = QLabel("or drop .jsonl files on this tab")
-        hint.setStyleSheet(DIM)
+        hint.setStyleSheet(DIM_STYLE)
         self.queue_button = QPushButton("Pause queue")
         self.queue_button.clicked.connect(self._toggle_queue)
         self.concurrent = QSpinBox()

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from app.core.judge.report import METRICS
 from app.core.runtime.school.cycles import STAGES
+from app.ui.kit import DIM_STYLE, local_time
 from app.ui.school import SchoolController
 from app.ui.school_words import (
     base_points,
@@ -39,7 +40,6 @@ from app.ui.school_words import (
     cycle_headline,
     gguf_lines,
     last_card,
-    local_hhmm,
     next_state,
     progress_words,
     stage_marks,
@@ -51,7 +51,6 @@ from widgets.charts import LiveChart
 from widgets.report_card import ReportCardView
 from widgets.stage_row import StageRow
 
-DIM = "color:#9aa0aa;"
 ROWS = [(key, words, better) for key, (words, better) in METRICS.items()]
 COLOURS = {"agreement": "#4f8cff", "validity": "#2ecc71", "loss": "#ff9f43"}
 CHART_STYLE = {**{key: {"colour": colour, "symbol": "o"} for key, colour in COLOURS.items()},
@@ -93,7 +92,7 @@ class SchoolPanel(QWidget):
         split.setStretchFactor(1, 2)
         split.setSizes([640, 480])
         self.footer = QLabel()
-        self.footer.setStyleSheet(DIM)
+        self.footer.setStyleSheet(DIM_STYLE)
         self.footer.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.addWidget(self.banner)
@@ -155,7 +154,7 @@ class SchoolPanel(QWidget):
         self.progress.setTextVisible(False)
         self.progress.setMaximumHeight(10)
         self.progress_text = QLabel()
-        self.progress_text.setStyleSheet(DIM)
+        self.progress_text.setStyleSheet(DIM_STYLE)
         self.run_button = QPushButton("Run now")
         self.run_button.setToolTip("Start a cycle now (skips the session count, the window and the cool-down)")
         self.run_button.clicked.connect(self.controller.run_now)
@@ -205,7 +204,7 @@ class SchoolPanel(QWidget):
         header.setStretchLastSection(True)
         self.history.itemSelectionChanged.connect(self._on_history_selected)
         self.history_empty = QLabel()
-        self.history_empty.setStyleSheet(DIM)
+        self.history_empty.setStyleSheet(DIM_STYLE)
         self.history_empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         charts = QHBoxLayout()
         charts.addWidget(self.scores_chart)
@@ -300,7 +299,7 @@ class SchoolPanel(QWidget):
         for r, cycle in enumerate(history):
             summary = (cycle.get("report") or {}).get("summary") or cycle.get("reason") or cycle.get("trigger") or ""
             values = [str(cycle["id"]), cycle["state"], cycle["stage"],
-                      local_hhmm(cycle.get("started_at"), "%d %b %H:%M"), summary]
+                      local_time(cycle.get("started_at"), "%d %b %H:%M"), summary]
             for c, text in enumerate(values):
                 item = QTableWidgetItem(text)
                 if c == 1:

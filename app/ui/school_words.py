@@ -1,11 +1,10 @@
-"""What the School tab and the tray say: pure functions of `School.status()` and the cycle history (no Qt, tested
-without a window)."""
+"""What the School tab and the tray say: pure functions of `School.status()` and the cycle history (tested without a
+window)."""
 from __future__ import annotations
-
-from datetime import datetime, timezone
 
 from app.core.base.words import eta_words
 from app.core.runtime.school.cycles import STAGES
+from app.ui.kit import local_time
 
 CHART = ("agreement", "validity", "loss")
 TRAINING_STAGES = ("building", "training", "refining")
@@ -17,17 +16,6 @@ def fmt(value: float | None, digits: int = 3) -> str:
 
 def signed(value: float | None) -> str:
     return "" if value is None else f"{value:+.3f}".replace("-", "−")
-
-
-def local_hhmm(stamp: str | None, fmt: str = "%a %H:%M") -> str:
-    """An ISO time in local time (a time without zone is UTC: what the store gives back)."""
-    if not stamp:
-        return ""
-    try:
-        at = datetime.fromisoformat(stamp)
-    except ValueError:
-        return stamp
-    return (at if at.tzinfo else at.replace(tzinfo=timezone.utc)).astimezone().strftime(fmt)
 
 
 def deployed_card(history: list[dict]) -> dict | None:
@@ -124,7 +112,7 @@ def next_state(status: dict | None) -> tuple[int, int, list[str]]:
     new, needed = int(nxt.get("new_sessions") or 0), int(nxt.get("needed") or 0)
     window = nxt.get("window") or "any"
     lines = [f"Window: {'any time' if window == 'any' else window}"
-             + (f" — opens {local_hhmm(nxt['next_window'])}" if nxt.get("next_window") else "")]
+             + (f" — opens {local_time(nxt['next_window'], '%a %H:%M')}" if nxt.get("next_window") else "")]
     if nxt.get("meaning"):  # what the count is: sessions a person's own dataset used still count
         lines.insert(0, f"{new} new session{'s' * (new != 1)} — {nxt['meaning']}; {needed} start a cycle.")
     cycle = status.get("cycle")

@@ -1,26 +1,14 @@
-"""The Ship tab's parts: per-stage export progress bars, the served-model box, and small layout and text helpers."""
+"""The Ship tab's parts: per-stage export progress bars, the served-model box, and the export and server texts."""
 from __future__ import annotations
 
 from html import escape
 
-from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import (
-    QGridLayout,
-    QGroupBox,
-    QHBoxLayout,
-    QLabel,
-    QLayout,
-    QLineEdit,
-    QProgressBar,
-    QPushButton,
-    QSplitter,
-    QVBoxLayout,
-)
+from PySide6.QtWidgets import QGridLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QVBoxLayout
 
 from app.core.ship.config import EXPORT_STAGES
-from app.ui.judge_panel import DIM, heading
-from app.ui.ship import Served, ShipController, local_time
+from app.ui.kit import DIM_STYLE, arrange, button, heading, label, local_time
+from app.ui.ship import Served, ShipController
 
 
 def seconds(value) -> str:
@@ -46,7 +34,7 @@ def export_html(exp) -> str:
                      f"sha256 {escape(str(f.get('sha256', ''))[:12])}…<br>loads in {f.get('load_s', '?')} s · "
                      f"{f.get('tokens_per_s', '?')} tok/s · {verdict}")
         if f.get("answer"):
-            lines.append(f"<span style='{DIM}'>answer:</span> <i>{escape(f['answer'][:240])}</i>")
+            lines.append(f"<span style='{DIM_STYLE}'>answer:</span> <i>{escape(f['answer'][:240])}</i>")
     return "<br>".join(lines)
 
 
@@ -58,50 +46,12 @@ def served_html(served: Served) -> str:
         return f"<b style='color:#9aa0aa'>○ Stopped</b><br>{what}"
     cur, standby = st.get("current") or {}, st.get("standby")
     loaded = f", loaded in {cur['load_s']:.2f} s" if isinstance(cur.get("load_s"), (int, float)) else ""
-    label = f" — {escape(served.label)}" if served.label else ""
+    named = f" — {escape(served.label)}" if served.label else ""
     keep = (f"Previous model kept loaded for instant rollback: <b>{escape(standby.get('name', '?'))}</b>"
             if standby else "No previous model loaded (Roll back loads it first)")
     return (f"<b style='color:#2ecc71'>● Running</b> at <code>{escape(st.get('url', '?'))}</code><br>"
-            f"Serving <b>{escape(cur.get('name', '?'))}</b> ({escape(cur.get('quant', '') or '?')}{loaded}){label}"
+            f"Serving <b>{escape(cur.get('name', '?'))}</b> ({escape(cur.get('quant', '') or '?')}{loaded}){named}"
             f"<br>{keep}")
-
-
-def rich_label(text: str = "", style: str = "") -> QLabel:
-    label = QLabel(text)
-    label.setWordWrap(True)
-    label.setStyleSheet(style)
-    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    return label
-
-
-def button(text: str, slot, tip: str = "") -> QPushButton:
-    made = QPushButton(text)
-    made.setToolTip(tip)
-    made.clicked.connect(slot)
-    return made
-
-
-def fill(layout: QLayout, *items, margins: tuple | None = None) -> QLayout:
-    """Add widgets, layouts and stretches (an int) in order."""
-    for item in items:
-        if isinstance(item, QLayout):
-            layout.addLayout(item)
-        elif isinstance(item, int):
-            layout.addStretch(item)
-        else:
-            layout.addWidget(item)
-    if margins is not None:
-        layout.setContentsMargins(*margins)
-    return layout
-
-
-def splitter(orientation, widgets: tuple, sizes: list[int], stretch: int) -> QSplitter:
-    split = QSplitter(orientation)
-    for widget in widgets:
-        split.addWidget(widget)
-    split.setStretchFactor(stretch, 1)
-    split.setSizes(sizes)
-    return split
 
 
 class StageBars(QGroupBox):
@@ -110,7 +60,7 @@ class StageBars(QGroupBox):
     def __init__(self, cancel) -> None:
         super().__init__("Export progress")
         self.what, self.touched, self.bars, self.etas = "", set(), {}, {}
-        self.title, self.log = QLabel("Nothing running"), rich_label(style=DIM)
+        self.title, self.log = QLabel("Nothing running"), label(style=DIM_STYLE, selectable=True)
         self.title.setMinimumWidth(80)  # a long label is cut rather than widening the pane
         grid = QGridLayout()
         grid.setColumnStretch(1, 1)
@@ -119,11 +69,11 @@ class StageBars(QGroupBox):
             bar.setTextVisible(False)
             bar.setFixedHeight(14)
             eta.setMinimumWidth(130)
-            eta.setStyleSheet(DIM)
+            eta.setStyleSheet(DIM_STYLE)
             for col, widget in enumerate((QLabel(stage), bar, eta)):
                 grid.addWidget(widget, row, col)
         self.cancel_button = button("Cancel", cancel, "Stop the running export (nothing half-made is kept)")
-        fill(QVBoxLayout(self), fill(QHBoxLayout(), self.title, 1, self.cancel_button), grid, self.log)
+        arrange(QVBoxLayout(self), arrange(QHBoxLayout(), self.title, 1, self.cancel_button), grid, self.log)
         self._clear("—")
         self.cancel_button.setEnabled(False)
 
@@ -165,7 +115,7 @@ class ServedBox(QGroupBox):
 
     def __init__(self, controller: ShipController) -> None:
         super().__init__("Served model")
-        self.status = rich_label("Reading the server's state…")
+        self.status = label("Reading the server's state…", selectable=True)
         self.start_button = button("Start server", controller.start_server,
                                    "Serve the current deployment (an OpenAI-compatible API on this computer)")
         self.stop_button = button("Stop server", controller.stop_server, "Stop serving (Start server resumes)")
@@ -176,10 +126,11 @@ class ServedBox(QGroupBox):
         self.key.setToolTip("Send it as 'Authorization: Bearer KEY' to the server's /v1 API")
         self.copy_button = button("Copy", lambda: QGuiApplication.clipboard().setText(self.key.text()),
                                   "Copy the API key to the clipboard")
-        self.smoke = rich_label(f"<span style='{DIM}'>No export yet.</span>")
-        fill(QVBoxLayout(self), self.status,
-             fill(QHBoxLayout(), self.start_button, self.stop_button, self.rollback_button, 1),
-             fill(QHBoxLayout(), QLabel("API key"), self.key, self.copy_button), heading("Latest export"), self.smoke)
+        self.smoke = label(f"<span style='{DIM_STYLE}'>No export yet.</span>", selectable=True)
+        arrange(QVBoxLayout(self), self.status,
+                arrange(QHBoxLayout(), self.start_button, self.stop_button, self.rollback_button, 1),
+                arrange(QHBoxLayout(), QLabel("API key"), self.key, self.copy_button), heading("Latest export"),
+                self.smoke)
 
     def set_served(self, served: Served) -> None:
         self.status.setText(served_html(served))

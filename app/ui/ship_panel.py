@@ -23,9 +23,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.ship.config import DEFAULT_QUANT, QUANTS
-from app.ui.judge_panel import DIM, heading
+from app.ui.kit import DIM_STYLE, arrange, button, heading, label, splitter
 from app.ui.ship import ShipChoice, ShipController, model_stem
-from app.ui.ship_boxes import ServedBox, StageBars, button, export_html, fill, rich_label, splitter
+from app.ui.ship_boxes import ServedBox, StageBars, export_html
 from widgets.banner import Banner
 
 REF = Qt.ItemDataRole.UserRole
@@ -73,8 +73,8 @@ class ShipPanel(QWidget):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
         box = QGroupBox("Deployment history")
-        fill(QVBoxLayout(box), self.history)
-        fill(QVBoxLayout(self), self.banner, splitter(Qt.Orientation.Vertical, (top, box), [540, 170], stretch=0))
+        arrange(QVBoxLayout(box), self.history)
+        arrange(QVBoxLayout(self), self.banner, splitter(Qt.Orientation.Vertical, (top, box), [540, 170], stretch=0))
 
     def _models(self) -> QWidget:
         self.models = QListWidget()
@@ -95,14 +95,14 @@ class ShipPanel(QWidget):
                                       "models folder")
         self.refresh_button = button("Refresh", self.controller.refresh, "Read the checkpoints, the server and the "
                                      "history again")
-        self.deploy_note = rich_label(style=DIM)
-        actions = fill(QVBoxLayout(), QLabel("Quantization"), self.quant, self.export_button, self.deploy_button,
-                       self.ollama_button, self.lmstudio_button, 1, self.refresh_button)
+        self.deploy_note = label(style=DIM_STYLE, selectable=True)
+        actions = arrange(QVBoxLayout(), QLabel("Quantization"), self.quant, self.export_button, self.deploy_button,
+                          self.ollama_button, self.lmstudio_button, 1, self.refresh_button)
         for widget in (self.quant, self.export_button, self.deploy_button, self.ollama_button, self.lmstudio_button):
             widget.setFixedWidth(170)
         side = QWidget()
-        fill(QVBoxLayout(side), heading("Models"), rich_label(LEGEND, DIM),
-             fill(QHBoxLayout(), self.models, actions), self.deploy_note, self.stages, margins=(0, 0, 4, 0))
+        arrange(QVBoxLayout(side), heading("Models"), label(LEGEND, DIM_STYLE, selectable=True),
+                arrange(QHBoxLayout(), self.models, actions), self.deploy_note, self.stages, margins=(0, 0, 4, 0))
         return side
 
     def _right(self) -> QWidget:
@@ -115,10 +115,10 @@ class ShipPanel(QWidget):
         self.send_button = button("Send", self.send)
         self.clear_button = button("Clear", self.clear_chat, "Start a new conversation")
         chat = QGroupBox("Chat with the served model")
-        fill(QVBoxLayout(chat), self.transcript, fill(QHBoxLayout(), self.chat_edit, self.send_button,
-                                                      self.clear_button))
+        arrange(QVBoxLayout(chat), self.transcript, arrange(QHBoxLayout(), self.chat_edit, self.send_button,
+                                                            self.clear_button))
         side = QWidget()
-        fill(QVBoxLayout(side), self.served, chat, margins=(4, 0, 0, 0))
+        arrange(QVBoxLayout(side), self.served, chat, margins=(4, 0, 0, 0))
         return side
 
     # --- user actions --------------------------------------------------------------------------------

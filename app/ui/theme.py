@@ -5,15 +5,17 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QApplication, QProxyStyle, QStyle
 
+from widgets.palette import BACKGROUND, FAINT
+
 COLOURS = {
     QPalette.ColorRole.Window: "#25262b", QPalette.ColorRole.WindowText: "#e4e6eb",
-    QPalette.ColorRole.Base: "#1e1f24", QPalette.ColorRole.AlternateBase: "#2b2d33",
+    QPalette.ColorRole.Base: BACKGROUND, QPalette.ColorRole.AlternateBase: "#2b2d33",
     QPalette.ColorRole.Text: "#e4e6eb", QPalette.ColorRole.Button: "#2f3138",
     QPalette.ColorRole.ButtonText: "#e4e6eb", QPalette.ColorRole.Highlight: "#4f8cff",
     QPalette.ColorRole.HighlightedText: "#ffffff", QPalette.ColorRole.ToolTipBase: "#2f3138",
-    QPalette.ColorRole.ToolTipText: "#e4e6eb", QPalette.ColorRole.PlaceholderText: "#8a8f98",
+    QPalette.ColorRole.ToolTipText: "#e4e6eb", QPalette.ColorRole.PlaceholderText: FAINT,
 }
-INDICATOR_EDGE = "#8a8f98"  # an unticked box's or radio's outline: visible on Base and Window alike
+INDICATOR_EDGE = FAINT  # an unticked box's or radio's outline: visible on Base and Window alike
 INDICATOR_EDGE_OFF = "#5a5e66"  # … of a disabled one
 INDICATORS = (QStyle.PrimitiveElement.PE_IndicatorCheckBox, QStyle.PrimitiveElement.PE_IndicatorRadioButton)
 

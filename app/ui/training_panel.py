@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.core.train.spec import DEFAULT_MODEL
 from app.core.train.view import LIVE_STATES, REWARD_PREFIX, read_diagnosis
+from app.ui.kit import DIM_STYLE
 from app.ui.training import TrainingController
 from widgets.alerts import AlertList
 from widgets.banner import Banner
@@ -68,7 +69,7 @@ class TrainingPanel(QWidget):
         self.model_box.setToolTip("'default' = embedded SmolLM2-135M-Instruct; or a model folder, or a hub id")
         self.model_box.setMinimumWidth(220)
         hint = QLabel("or drop a chat .jsonl file anywhere on the window")
-        hint.setStyleSheet("color:#9aa0aa;")
+        hint.setStyleSheet(DIM_STYLE)
         top = QHBoxLayout()
         for w in (self.open_button, QLabel("Model:"), self.model_box, hint):
             top.addWidget(w)
