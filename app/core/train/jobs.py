@@ -15,7 +15,7 @@ from app.core.base.schema import CheckpointRow, Job, Run, utcnow
 from app.core.base.store import Store
 from app.core.datafiles.chatfile import DatasetError, check_chat_file, write_snapshot
 from app.core.datasets.catalog import Registry
-from app.core.train import checkpoints as ckpt
+from app.core.train import backends, checkpoints as ckpt
 from app.core.train.engine_client import EngineClient, Follower
 from app.core.train.events import last_of, read_events
 from app.core.train.modelref import check_model_ref
@@ -38,13 +38,23 @@ class JobManager:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._procs: dict[str, subprocess.Popen] = {}
+        self._remotes: dict[str, object] = {}  # run dir -> its remote backend (Ray, SkyPilot); local jobs: none
+
+    def remote(self, run_dir: str | Path):
+        """The backend running this run dir's job remotely (one object per job: it holds the log stream), or None."""
+        key = str(run_dir)
+        if key not in self._remotes:
+            self._remotes[key] = backends.remote_for(run_dir, self.store)
+        return self._remotes[key]
 
     # --- create ------------------------------------------------------------------------------
     def submit(self, dataset: str | Path, model: str = DEFAULT_MODEL, hyper: Hyper | None = None,
                start: bool = True, *, kind: str = "sft", eval_data: str | Path | None = None,
                budget: Budget | None = None, dry_run: bool = False, init_adapter: str | None = None,
-               priority: str = "normal", lineage: Lineage | None = None, processes: int = 1) -> Job:
+               priority: str = "normal", lineage: Lineage | None = None, processes: int = 1,
+               backend: str | None = None) -> Job:
         """Check the file(s) and the model, snapshot the usable records into a new run dir, write the spec."""
+        backend = backends.check_name(backend or backends.default_name(self.store))  # local | ray | skypilot
         paths.engine_python()  # a packaged app with no engine configured says so before anything is made
         if kind not in RECIPES:
             raise DatasetError(f"unknown recipe {kind!r}: choose one of {', '.join(RECIPES)}")
@@ -68,6 +78,7 @@ class JobManager:
             "config_fingerprint": spec.config_fingerprint(), "code_hash": code_hash()})
         spec_path = run_dir / "spec.json"
         spec_sha = spec.write(spec_path)
+        backends.record_choice(run_dir, backend)
         with self.store.session() as s:
             last = s.scalar(select(func.max(Job.position))) or 0.0
             job = Job(id=job_id, kind=kind, priority=priority, position=last + 1.0,
@@ -80,7 +91,7 @@ class JobManager:
         if start:
             try:
                 self.launch(job_id)
-            except (OSError, paths.SetupError) as exc:
+            except (OSError, paths.SetupError, backends.BackendError) as exc:
                 self._mark_failed(job_id, f"the engine could not be started: {exc}. Check the installation "
                                           "(bash packaging/install.sh) or NIGHTSCHOOL_ENGINE_PYTHON.")
         return self.job(job_id)
@@ -105,6 +116,8 @@ class JobManager:
         spec, _ = JobSpec.read(Path(job.spec_path))
         run_dir = Path(spec.run_dir)
         resume = ckpt.latest_good(run_dir / "checkpoints")
+        if (remote := self.remote(run_dir)) is not None:
+            return self._launch_remote(job_id, remote, spec, run_dir, resume)
         with (run_dir / "engine.out").open("ab") as out, (run_dir / "engine.err").open("ab") as err:
             proc = subprocess.Popen(engine_command(spec, job.spec_path),
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
@@ -118,8 +131,20 @@ class JobManager:
             s.get(Job, job_id).state = "running"
         return self.latest_run(job_id)
 
+    def _launch_remote(self, job_id: str, remote, spec: JobSpec, run_dir: Path, resume) -> Run:
+        """Hand the job to its remote backend; the run has no local pid (the backend answers is_alive)."""
+        remote.start(spec, run_dir)
+        with self.store.session() as s:
+            s.add(Run(job_id=job_id, run_dir=str(run_dir), socket_path=spec.socket_path, pid=None, pid_started=None,
+                      state="running", resume_step=resume.step if resume else None))
+            s.get(Job, job_id).state = "running"
+        return self.latest_run(job_id)
+
     def is_alive(self, run: Run) -> bool:
-        """Whether the run's engine process still runs (pid + start time guard against pid reuse)."""
+        """Whether the run's engine process still runs (pid + start time guard against pid reuse); a remote job's
+        backend answers for it."""
+        if (remote := self.remote(run.run_dir)) is not None:
+            return remote.alive(Path(run.run_dir))
         proc = self._procs.get(run.job_id)
         if proc is not None and proc.poll() is not None:
             return False
@@ -155,6 +180,9 @@ class JobManager:
         proc = self._procs.pop(job_id, None)
         exit_code = proc.wait() if proc else None
         run_dir = Path(run.run_dir)
+        unreachable = None  # a remote job whose cluster cannot be reached: it fails with the reason, nothing lost
+        if (remote := self.remote(run_dir)) is not None:
+            exit_code, unreachable = remote.finish(job_id, run_dir, job.spec_sha256)
         result_file = run_dir / "result.json"
         events = read_events(run_dir / "events.jsonl")
         state, error, raw = "failed", None, None
@@ -162,7 +190,7 @@ class JobManager:
         if spec.dry_run:
             return self._end_dry_run(job_id, run.id, run_dir, exit_code, events)
         died = not result_file.is_file() and crashed(events)
-        if died and self._may_resume(job_id):
+        if died and unreachable is None and self._may_resume(job_id):
             return self._resume_after_crash(job_id, run.id, exit_code)
         if result_file.is_file():
             raw = result_file.read_text(encoding="utf-8")
@@ -175,6 +203,10 @@ class JobManager:
                 error = str(exc)
         else:
             error = failure_message(events, run_dir)
+            if unreachable:
+                error = (f"{unreachable}. Nothing is lost: the events so far are here and the sealed checkpoints stay "
+                         "on the storage; `nightschool queue retry` resumes from the last one once the cluster is "
+                         f"back. {error}")
             if died and len(self.runs(job_id)) > 1:
                 error = (f"the engine died {len(self.runs(job_id))} times, the last {MAX_CRASHES_WITHOUT_PROGRESS} "
                          "without passing a new checkpoint, so it is not restarted again (retry it from the queue "

@@ -1,0 +1,212 @@
+"""Ray Jobs backend: submit the engine to an existing Ray cluster with JobSubmissionClient and a runtime_env.
+
+What travels: the staged folder (spec rewritten for the cluster's paths + the scrubbed dataset snapshot) as the
+working_dir, and this checkout's `app` and `engine` packages as py_modules (no UI, no caches). The cluster's Python
+must have the engine's requirements (torch, transformers, peft, trl — `pip install 'nightschool[remote]'` there):
+they are not shipped per job (gigabytes).
+
+Events come back by tailing the job's log (`tail_job_logs`): the wrapper prints each engine event as a line. Why
+not the engine's socket through a port: Ray Jobs already exposes the dashboard port for submission, so log tailing
+needs nothing else opened, and the log survives the job (finalise reads it whole with `get_job_logs`).
+
+Checkpoints go to a storage both sides reach (settings `train.ray.storage`, as this machine sees it, and
+`train.ray.remote_storage`, as the cluster sees it; the same path by default). fsspec URLs (s3://, gs://) are NOT
+supported yet: the storage must be a shared path (NFS, a mounted bucket).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from pathlib import Path
+
+from app.core.base import settings
+from app.core.train.backends import BackendError
+from app.core.train.backends.remote import (EventMirror, RemoteRecord, bring_home, other_lines, send_control,
+                                            stage)
+from app.core.train.spec import JobSpec
+
+ADDRESS = "train.ray.address"  # e.g. http://gpu-box:8265 (the dashboard/job-submission port)
+STORAGE = "train.ray.storage"  # the checkpoint storage as this machine sees it
+REMOTE_STORAGE = "train.ray.remote_storage"  # ... and as the cluster sees it (default: the same)
+NUM_GPUS = "train.ray.num_gpus"  # GPUs the engine asks Ray for (default 0: CPU clusters and the tests)
+UNREACHABLE_GRACE = "train.ray.unreachable_grace_s"  # how long the head may be gone before the job fails
+TOKEN_ENV = "NIGHTSCHOOL_RAY_TOKEN"
+KEYRING_USER = "ray"
+RUNNING = ("PENDING", "RUNNING")
+EXCLUDES = ["__pycache__", "*.pyc", "ui", "resources"]
+
+
+def token() -> str | None:
+    """A bearer token for a cluster behind an auth proxy: $NIGHTSCHOOL_RAY_TOKEN, else the OS keyring."""
+    if os.environ.get(TOKEN_ENV):
+        return os.environ[TOKEN_ENV]
+    try:
+        import keyring
+
+        return keyring.get_password("nightschool", KEYRING_USER)
+    except Exception:  # noqa: BLE001 - no usable keyring: no token
+        return None
+
+
+def _packages() -> list[str]:
+    import app
+    import engine
+
+    return [str(Path(app.__file__).parent), str(Path(engine.__file__).parent)]
+
+
+class RayBackend:
+    """Start, follow, command and finish jobs on one Ray cluster."""
+
+    name = "ray"
+
+    def __init__(self, address: str, storage: str, remote_storage: str = "", num_gpus: float = 0,
+                 unreachable_grace_s: float = 60.0) -> None:
+        if not address:
+            raise BackendError("no Ray cluster is set", why="jobs --on ray need the head's job-submission address",
+                               fix="nightschool settings set train.ray.address http://HEAD:8265")
+        if not storage:
+            raise BackendError("no checkpoint storage for Ray jobs is set",
+                               why="checkpoints must land where both this machine and the cluster reach them",
+                               fix="nightschool settings set train.ray.storage /shared/path")
+        self.address, self.storage = address, storage
+        self.remote_storage = remote_storage or storage
+        self.num_gpus, self.grace = num_gpus, unreachable_grace_s
+        self._client = None
+        self._mirrors: dict[str, EventMirror] = {}
+        self._tails: dict[str, threading.Thread] = {}
+        self._unreachable_since: dict[str, float] = {}
+        self.last_error: dict[str, str] = {}
+
+    @classmethod
+    def from_settings(cls, store) -> RayBackend:
+        g = lambda k, d=None: settings.get(store, k, d)  # noqa: E731
+        return cls(g(ADDRESS, ""), g(STORAGE, ""), g(REMOTE_STORAGE, ""), float(g(NUM_GPUS, 0) or 0),
+                   float(g(UNREACHABLE_GRACE, 60.0)))
+
+    def client(self):
+        if self._client is None:
+            try:
+                from ray.job_submission import JobSubmissionClient
+            except ImportError as exc:
+                raise BackendError("Ray is not installed here", why=str(exc),
+                                   fix="pip install 'nightschool[remote]' (or 'ray[default]')") from exc
+            tok = token()
+            self._client = JobSubmissionClient(self.address,
+                                               headers={"Authorization": f"Bearer {tok}"} if tok else None)
+        return self._client
+
+    # --- start -------------------------------------------------------------------------------
+    def start(self, spec: JobSpec, run_dir: Path) -> RemoteRecord:
+        """Stage what travels and submit one attempt; a later attempt (crash resume, retry) reuses the remote run dir,
+        where the engine finds its last sealed checkpoint by itself."""
+        rec = RemoteRecord.load(run_dir)
+        remote_run_dir = f"{self.remote_storage.rstrip('/')}/{spec.job_id}"
+        folder, sha = stage(spec, run_dir, remote_run_dir, f"{self.remote_storage.rstrip('/')}/models")
+        if rec is None:
+            rec = RemoteRecord(backend=self.name, address=self.address, remote_run_dir=remote_run_dir,
+                               home_run_dir=str(Path(self.storage) / spec.job_id), remote_spec_sha256=sha)
+        rec.remote_spec_sha256 = sha
+        rec.attempts += 1
+        rec.submission_id = f"nightschool-{spec.job_id}-{rec.attempts}"
+        try:
+            self.client().submit_job(
+                entrypoint="python -m app.core.train.backends.entry --spec spec.json",
+                submission_id=rec.submission_id,
+                runtime_env={"working_dir": str(folder), "py_modules": _packages(), "excludes": EXCLUDES,
+                             "env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE":
+                                          os.environ.get("HF_HUB_OFFLINE", "0")}},
+                entrypoint_num_gpus=self.num_gpus or None, entrypoint_num_cpus=1,
+                metadata={"nightschool_job": spec.job_id})
+        except BackendError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - connection refused, auth, runtime_env upload
+            raise OSError(f"the Ray cluster at {self.address} did not take the job: {exc}") from exc
+        rec.save(run_dir)
+        self._follow(spec.job_id, run_dir, rec)
+        return rec
+
+    def _mirror(self, job_id: str, run_dir: Path, rec: RemoteRecord) -> EventMirror:
+        if job_id not in self._mirrors:
+            self._mirrors[job_id] = EventMirror(run_dir, rec.remote_run_dir)
+        return self._mirrors[job_id]
+
+    def _follow(self, job_id: str, run_dir: Path, rec: RemoteRecord) -> None:
+        """A daemon thread streams the attempt's log into events.jsonl (the live charts tail that file)."""
+        mirror, sid, client = self._mirror(job_id, run_dir, rec), rec.submission_id, self.client()
+
+        async def tail() -> None:
+            async for chunk in client.tail_job_logs(sid):
+                mirror.feed(chunk)
+
+        def run() -> None:
+            try:
+                asyncio.run(tail())
+            except Exception as exc:  # noqa: BLE001 - the head went away; finalise reads the log again
+                self.last_error[job_id] = f"log stream ended: {exc}"
+
+        thread = threading.Thread(target=run, name=f"ray-tail-{job_id}", daemon=True)
+        self._tails[job_id] = thread
+        thread.start()
+
+    # --- follow ------------------------------------------------------------------------------
+    def status(self, run_dir: Path) -> str:
+        """The Ray job status of the latest attempt (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED), or UNREACHABLE."""
+        rec = RemoteRecord.load(run_dir)
+        try:
+            status = str(self.client().get_job_status(rec.submission_id).value)
+        except BackendError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - head gone, network down
+            job_id = Path(run_dir).name
+            self._unreachable_since.setdefault(job_id, time.monotonic())
+            self.last_error[job_id] = (f"the Ray head at {self.address} cannot be reached ({type(exc).__name__}: "
+                                       f"{str(exc)[:200]})")
+            self._client = None  # a fresh client next time (the head may come back on the same address)
+            return "UNREACHABLE"
+        self._unreachable_since.pop(Path(run_dir).name, None)
+        return status
+
+    def alive(self, run_dir: Path) -> bool:
+        """Running on the cluster, or unreachable for less than the grace period (the head may come back)."""
+        status = self.status(run_dir)
+        if status == "UNREACHABLE":
+            return time.monotonic() - self._unreachable_since[Path(run_dir).name] < self.grace
+        return status in RUNNING
+
+    # --- finish ------------------------------------------------------------------------------
+    def finish(self, job_id: str, run_dir: Path, job_spec_sha: str) -> tuple[int | None, str | None]:
+        """After the attempt ended: read its whole log into events.jsonl and engine.err, bring the checkpoints, the
+        adapter and the result home. Returns (exit code, why it could not be followed — None when it could)."""
+        rec = RemoteRecord.load(run_dir)
+        mirror = self._mirror(job_id, run_dir, rec)
+        reason = None
+        try:
+            logs = self.client().get_job_logs(rec.submission_id)
+        except Exception as exc:  # noqa: BLE001 - head gone: what reached us so far stays; the storage still holds
+            logs = ""
+            reason = self.last_error.get(job_id) or f"the Ray head at {self.address} cannot be reached: {exc}"
+        mirror.feed(logs)
+        rest = other_lines(logs)
+        if rest:
+            with (Path(run_dir) / "engine.err").open("a", encoding="utf-8") as fh:
+                fh.write(f"--- ray job {rec.submission_id} ---\n{rest}\n")
+        notes = bring_home(rec, Path(run_dir), job_spec_sha)
+        if reason and notes:
+            reason += "; " + "; ".join(notes)
+        self._mirrors.pop(job_id, None)
+        return mirror.exit_code, reason
+
+    # --- commands ----------------------------------------------------------------------------
+    def command(self, run_dir: Path, command: str) -> None:
+        send_control(RemoteRecord.load(run_dir), command)
+
+    def cancel(self, run_dir: Path) -> None:
+        rec = RemoteRecord.load(run_dir)
+        try:
+            self.client().stop_job(rec.submission_id)
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"the Ray job {rec.submission_id} could not be stopped", why=str(exc),
+                               fix=f"ray job stop {rec.submission_id} --address {self.address}") from exc
