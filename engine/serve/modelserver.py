@@ -29,10 +29,22 @@ from starlette.concurrency import run_in_threadpool
 
 from app.core.base.files import atomic_write
 from app.core.base.fingerprint import sha256_file
+from app.core.judge import decoding
 from engine.serve.recorder import Recorder, RecordingMiddleware, Refused
 
 STATE = "server.json"
 PARKED_RETRY_S = 600  # Retry-After while parked: a training stage takes minutes
+
+
+def decoding_defaults() -> None:
+    """A request that names no repetition penalty gets the one the judge decodes with (app/core/judge/decoding.py),
+    over the same last generated tokens: the gate measures what clients see. Tool calls are not constrained by a
+    grammar here (llama-cpp-python builds one only when a request's tool_choice names a function), nor when judging."""
+    from llama_cpp.server import types
+
+    for request in (types.CreateChatCompletionRequest, types.CreateCompletionRequest):
+        request.model_fields["repeat_penalty"].default = decoding.REPEAT_PENALTY
+        request.model_rebuild(force=True)
 
 
 class Served(BaseModel):
@@ -60,7 +72,8 @@ def load_slot(info: Served, n_ctx: int) -> Slot:
         raise ValueError(f"{path.name} changed since it was exported (sha256 differs): corrupt or truncated")
     started = time.perf_counter()
     llama = LlamaProxy.load_llama_from_model_settings(
-        ModelSettings(model=str(path), model_alias=info.name, n_ctx=n_ctx, verbose=False))
+        ModelSettings(model=str(path), model_alias=info.name, n_ctx=n_ctx, verbose=False,
+                      last_n_tokens_size=decoding.PENALTY_LAST_N))
     try:
         llama.create_completion("Hello", max_tokens=1, temperature=0.0)
     except Exception:
@@ -170,7 +183,7 @@ class Server:
         self.app = server_app.create_app(server_settings=ServerSettings(host=args.host, port=args.port, api_key=key),
                                          model_settings=[ModelSettings(model=args.model, model_alias=args.name)])
         self.uvicorn = None
-        self.recorder = Recorder(Path(args.db) if args.db else None, api_key=key, served=_served)
+        self.recorder = Recorder(args.db or None, api_key=key, served=_served)
         self._routes()
         self.app.add_middleware(RecordingMiddleware, recorder=self.recorder)  # outermost: sees the final answer
 
@@ -299,6 +312,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    decoding_defaults()
     try:
         return Server(args).run()
     except OSError as exc:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from app.core.base import protocol as P
 from app.core.base.fingerprint import sha256_file
-from app.core.judge import evalset, nextaction
+from app.core.judge import decoding, evalset, nextaction
 from app.core.judge.evalset import EvalConfig
 from app.core.judge.report import GENERATIONS, LOSSES, EvalReport, Sample, loss_rows, metrics_from, write_rows
 from app.core.judge.reward_context import RewardContext
@@ -63,23 +63,44 @@ def teacher_forced(student, examples: list[list[dict]], progress) -> list[tuple[
     return out
 
 
-def generate(student, contexts, max_new_tokens: int, progress) -> list[tuple[str, bool]]:
-    """Greedy next actions, a batch at a time (left padding); each stops at the end of its turn or its first
-    complete tool call. (text, finished: it stopped by itself rather than at max_new_tokens)."""
+class RecentPenalty:
+    """llama.cpp's repeat penalty in transformers (decoding.py): a token among the last `last_n` generated ones has
+    its logit divided by the penalty (multiplied when negative); the prompt is not counted, as in llama.cpp."""
+
+    def __init__(self, torch, penalty: float, prompt_width: int, last_n: int = decoding.PENALTY_LAST_N) -> None:
+        self.torch, self.penalty, self.width, self.last_n = torch, penalty, prompt_width, last_n
+
+    def __call__(self, input_ids, scores):
+        recent = input_ids[:, self.width:][:, -self.last_n:]
+        if self.penalty == 1.0 or recent.shape[1] == 0:
+            return scores
+        picked = self.torch.gather(scores, 1, recent)
+        picked = self.torch.where(picked > 0, picked / self.penalty, picked * self.penalty)
+        return scores.scatter(1, recent, picked)
+
+
+def generate(student, contexts, max_new_tokens: int, progress, repeat_penalty: float = 1.0) -> list[tuple[str, bool]]:
+    """Greedy next actions, a batch at a time (left padding), decoded as served (decoding.py); each stops at the end of
+    its turn or its first complete tool call. (text, finished: it stopped by itself rather than at max_new_tokens)."""
+    from transformers import LogitsProcessorList
+
     torch, tok = student.torch, student.tok
     tok.padding_side = "left"
     out: list[tuple[str, bool]] = []
     for start in range(0, len(contexts), GEN_BATCH):
         prompts = [student.prompt(c.messages) for c in contexts[start:start + GEN_BATCH]]
         enc = tok(prompts, add_special_tokens=False, return_tensors="pt", padding=True).to(student.device)
+        width = enc["input_ids"].shape[1]
         with torch.inference_mode():
             gen = student.model.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens,
                                          eos_token_id=sorted(student.stop), pad_token_id=tok.pad_token_id,
-                                         stop_strings=["</tool_call>"], tokenizer=tok)
-        for row in gen[:, enc["input_ids"].shape[1]:].tolist():
+                                         stop_strings=[decoding.TOOL_END], tokenizer=tok,
+                                         logits_processor=LogitsProcessorList(
+                                             [RecentPenalty(torch, repeat_penalty, width)]))
+        for row in gen[:, width:].tolist():
             cut = next((i for i, t in enumerate(row) if t in student.stop), None)
-            text = tok.decode(row[:cut], skip_special_tokens=True).strip()
-            out.append((text, cut is not None or text.endswith("</tool_call>")))
+            text, closed = decoding.end_at_tool_call(tok.decode(row[:cut], skip_special_tokens=True).strip())
+            out.append((text, cut is not None or closed))
         progress("generate", len(out), len(contexts))
     return out
 
@@ -143,7 +164,7 @@ def run(spec: dict, out: Emitter) -> int:
     found, examples = cases[:2]
     student = load_student(config, spec["models_dir"], out)
     per_example = teacher_forced(student, examples, out.progress)
-    texts = generate(student, found, config.settings.max_new_tokens, out.progress)
+    texts = generate(student, found, config.settings.max_new_tokens, out.progress, config.settings.repeat_penalty)
     return finish(spec, out, config, cases, per_example, texts, started, student.device)
 
 

@@ -5,18 +5,20 @@ judged like the HF ones, the behavioural reward and the samples. Writes report.j
 generations.jsonl like engine.workers.evaluate; protocol envelopes on stdout, one JSON line each."""
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 from app.core.base import protocol as P
+from app.core.judge import decoding
 from app.core.judge.gguf import GgufEvalConfig
 from engine.workers.evaluate import encoded, finish, held_out_cases
 from engine.workers.mine_pairs import STOP_TOKENS
 from engine.workers.envelope import Emitter, worker_main
 
-TOOL_END = b"</tool_call>"
+TOOL_END = decoding.TOOL_END.encode()
 ROWS = 256  # logits rows turned into log-probabilities at once
 
 
@@ -83,10 +85,12 @@ class Served:
             total += float((logz - logits[np.arange(len(part)), [ids[i + 1] for i in part]]).sum())
         return total, len(rows)
 
-    def generate(self, prompt_ids: list[int], max_new_tokens: int) -> tuple[str, bool]:
-        """Greedy: up to an end-of-turn token, the first complete tool call or max_new_tokens. (text, finished)."""
+    def generate(self, prompt_ids: list[int], max_new_tokens: int,
+                 repeat_penalty: float = 1.0) -> tuple[str, bool]:
+        """Greedy, decoded as served (decoding.py): up to an end-of-turn token, the first complete tool call or
+        max_new_tokens. (text, finished)."""
         out, finished = bytearray(), False
-        for n, token in enumerate(self.llm.generate(prompt_ids, temp=0.0, repeat_penalty=1.0, reset=True)):
+        for n, token in enumerate(self.llm.generate(prompt_ids, reset=True, **decoding.llama_kwargs(repeat_penalty))):
             if token in self.stop:
                 finished = True
                 break
@@ -96,7 +100,8 @@ class Served:
                 break
             if n + 1 >= max_new_tokens:
                 break
-        return out.decode("utf-8", errors="replace").strip(), finished
+        text, closed = decoding.end_at_tool_call(out.decode("utf-8", errors="replace").strip())
+        return text, finished or closed
 
     def close(self) -> None:
         self.llm.close()
@@ -139,7 +144,7 @@ def measure(served: Served, renderer, found, rendered: list[dict], settings, out
                            "as the HF tokenizer (the loss is measured on the HF token ids either way)"))
     texts = []
     for ids in prompt_ids:
-        texts.append(served.generate(ids, settings.max_new_tokens))
+        texts.append(served.generate(ids, settings.max_new_tokens, settings.repeat_penalty))
         out.progress("generate", len(texts), len(prompt_ids))
     return {"per_example": per_example, "texts": texts, "tokenization_matched": tokenization_matched,
             "prompts_matched": matched}
@@ -156,17 +161,39 @@ def run(spec: dict, out: Emitter) -> int:
     if cases is None:
         return 1
     found, examples = cases[:2]
-    smoke.check_file(Path(config.gguf))  # not a GGUF: refused before the tokenizer loads
+    gguf = Path(config.gguf) if config.gguf else converted(config, spec, out)
+    smoke.check_file(gguf)  # not a GGUF: refused before the tokenizer loads
     renderer = render.load(config.base_model, spec["models_dir"])
     rendered = rendered_examples(renderer, examples)
-    served = Served(Path(config.gguf), config.n_threads)
+    served = Served(gguf, config.n_threads)
     try:
         got = measure(served, renderer, found, rendered, settings, out)
     finally:
         served.close()
+        if not config.gguf:
+            shutil.rmtree(gguf.parent, ignore_errors=True)
     return finish(spec, out, config, cases, got["per_example"], got["texts"], started, "cpu (llama.cpp)",
                   runtime="gguf", quant=served.quant, gguf_sha256=config.gguf_sha256,
                   tokenization_matched=got["tokenization_matched"], prompts_matched=got["prompts_matched"])
+
+
+def converted(config: GgufEvalConfig, spec: dict, out: Emitter) -> Path:
+    """No file named: the model itself (base + adapter, merged) converted to an f16 GGUF with the shipping template in
+    a scratch folder beside the report (removed after): judging through llama.cpp, the served form, unquantized."""
+    from app.core.ship.config import ExportConfig
+    from engine.workers import llama_tools
+    from engine.workers.export import merged
+
+    started = time.monotonic()
+    folder = Path(spec["out"]).with_name(Path(spec["out"]).name + "-f16")
+    export = ExportConfig(label=config.label, base_model=config.base_model, adapter=config.adapter, quants=["f16"],
+                          lora=False, smoke=False)
+    merged(export, Path(spec["models_dir"]), folder / "hf", out)
+    path = llama_tools.convert(folder / "hf", folder / "model.f16.gguf", folder / "convert.log", "model")
+    shutil.rmtree(folder / "hf", ignore_errors=True)
+    out.emit(P.Log(message=f"converted {config.label} to an f16 GGUF for llama.cpp in "
+                           f"{time.monotonic() - started:.1f} s"))
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:

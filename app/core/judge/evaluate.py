@@ -1,5 +1,6 @@
 """Evaluating a model on a held-out set: choosing the set, reusing a cached evaluation with the same set, settings and
-adapter, else running the engine's evaluation worker (`engine.workers.evaluate`) and recording its report."""
+adapter, else running the engine's evaluation worker (`engine.workers.evaluate`, transformers, or
+`engine.workers.evaluate_gguf`, llama.cpp, as the settings' evaluator says) and recording its report."""
 from __future__ import annotations
 
 import json
@@ -73,6 +74,23 @@ def _config(target: Target, evset: EvalSet, settings: EvalSettings) -> EvalConfi
                       settings=settings)
 
 
+def evaluator_for(choice: str) -> str:
+    """The evaluator a judging choice means here: "auto" is transformers with a GPU, llama.cpp on a CPU."""
+    if choice != "auto":
+        return choice
+    return "transformers" if paths.gpu_count() > 0 else "llama.cpp"
+
+
+def _worker(config: EvalConfig) -> tuple[str, dict]:
+    """The worker and spec of an evaluation: transformers (engine.workers.evaluate), or llama.cpp on an f16 GGUF the
+    worker converts the model to (engine.workers.evaluate_gguf with no file named)."""
+    if config.settings.evaluator == "llama.cpp":
+        from app.core.judge.gguf import GgufEvalConfig
+
+        return "engine.workers.evaluate_gguf", {"config": GgufEvalConfig(**config.model_dump()).model_dump()}
+    return "engine.workers.evaluate", {"config": config.model_dump()}
+
+
 def _labelled(env: P.Envelope, label: str) -> P.Envelope:
     """Progress names the model it is about ("#12 …: generate")."""
     if isinstance(env.body, P.Progress):
@@ -90,8 +108,8 @@ def evaluate(store: Store, target: Target, evset: EvalSet, settings: EvalSetting
     if not force and (row := cached_eval(store, target, evset.sha256, config.settings_sha256())) is not None:
         return row, EvalReport.read(Path(row.report_path))
     if sink is not None:
-        sink(P.make(P.Log(message=f"evaluating {target.label} on {evset.name}")))
-    work = WorkerRun(store, "engine.workers.evaluate", {"config": config.model_dump()})
+        sink(P.make(P.Log(message=f"evaluating {target.label} on {evset.name} through {settings.evaluator}")))
+    work = WorkerRun(store, *_worker(config))
     try:
         code = work.stream(None if sink is None else lambda env: sink(_labelled(env, target.label)), cancel)
         if code is None:

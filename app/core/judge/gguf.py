@@ -27,8 +27,8 @@ SETTING = "gguf_tolerance"
 class GgufEvalConfig(EvalConfig):
     """An evaluation request for `engine.workers.evaluate_gguf`: the EvalConfig of the checkpoint plus the file to run."""
 
-    gguf: str
-    gguf_sha256: str
+    gguf: str = ""  # "": the worker converts the model itself to an f16 GGUF (EvalSettings.evaluator "llama.cpp")
+    gguf_sha256: str = ""
     quant: str = ""
     n_threads: int | None = None  # llama.cpp's threads (None: its default)
 

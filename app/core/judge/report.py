@@ -62,6 +62,11 @@ class EvalSettings(BaseModel):
     # how the next actions are drawn: "sessions" round-robin across held-out sessions, near-identical contexts once
     # (evalset.contexts); "hash" by a stable hash alone, as reports written before it say (their cache stays theirs)
     draw: Literal["sessions", "hash"] = "sessions"
+    # which evaluator runs it: transformers (the reference; GPUs) or llama.cpp on an f16 GGUF of the model (CPUs: the
+    # served form, minutes instead of tens of minutes); same cases, same judge, separate caches
+    evaluator: Literal["transformers", "llama.cpp"] = "transformers"
+    # decoding (app/core/judge/decoding.py, as served): repetition penalty over the last generated tokens (1.0: off)
+    repeat_penalty: float = Field(1.1, ge=1.0, le=2.0)
 
 
 class EvalReport(BaseModel):
@@ -96,6 +101,8 @@ class EvalReport(BaseModel):
         is evaluated "the same way" (a GGUF against its checkpoint) draws the same next actions."""
         if isinstance(data, dict) and isinstance(data.get("settings"), dict) and "draw" not in data["settings"]:
             data = {**data, "settings": {**data["settings"], "draw": "hash"}}
+        if isinstance(data, dict) and isinstance(data.get("settings"), dict) and "repeat_penalty" not in data["settings"]:
+            data = {**data, "settings": {**data["settings"], "repeat_penalty": 1.0}}  # decoded without a penalty then
         return data
 
     def write(self, folder: Path) -> Path:

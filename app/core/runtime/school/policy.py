@@ -45,6 +45,9 @@ class Policy(BaseModel):
                                                                     "count as one (0: off)")
     test_share: float = Field(0.1, ge=0.0, lt=0.5, description="the share of new sessions each build holds out for "
                                                                "judging, for ever")
+    judge_with: Literal["auto", "llama.cpp", "transformers"] = Field(
+        "auto", description="how a cycle judges: llama.cpp on an f16 GGUF (minutes on a CPU), transformers (the "
+                            "reference), or auto: transformers on a GPU machine, llama.cpp otherwise")
     quant: str = Field("q4_k_m", description="the quantization of the exported GGUF that is served")
     port: int = Field(8765, ge=0, le=65535, description="the port the deployed student is served on (0: any free "
                                                         "port)")

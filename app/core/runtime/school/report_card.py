@@ -116,6 +116,7 @@ def report_card(store: Store, cycle: Cycle) -> dict:
         "sessions": cycle.inputs.get("new_sessions"), "own_work": own, "steps": trained.get("steps"),
         "checkpoint": judged.get("checkpoint") or trained.get("checkpoint"),
         "times": {stage: t.get("seconds") for stage, t in cycle.times.items()},
+        "judged_by": judged.get("evaluator"), "evaluations": judged.get("evaluated"),  # seconds each; reused or not
         "metrics": deltas, "verdict": judged.get("verdict"), "reasons": judged.get("reasons", []),
         "checks": [_check(c) for c in judged.get("checks") or []], "notes": judged.get("notes", []),
         "deployed": deployed.get("deployed"), "deployed_sha256": deployed.get("sha256"),
