@@ -167,14 +167,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Queue a job at high priority and follow it: it starts as soon as no other job holds the machine."""
     from app.core.datafiles.chatfile import DatasetError
     from app.core.queue.scheduler import Queue
+    from app.core.train.backends import BackendError
     from app.core.train.modelref import ModelRefError
 
     _built_dataset(args)
     queue = Queue(_manager().store)
     try:
         job = queue.add(args.file, kind=args.recipe, model=args.model, hyper=_hyper(args), priority=args.priority,
-                        eval_data=args.eval, dry_run=args.dry_run, source="cli")
-    except (DatasetError, ModelRefError, paths.SetupError) as exc:
+                        eval_data=args.eval, dry_run=args.dry_run, source="cli", backend=args.on)
+    except (DatasetError, ModelRefError, paths.SetupError, BackendError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"job {job.id}: {args.recipe}, {job.records} records from {Path(args.file).name}, model {job.model_ref}")
@@ -311,6 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--priority", default="high", choices=("high", "normal", "low"))
     train.add_argument("--dry-run", action="store_true", help="validate data, model and plan; train nothing")
     train.add_argument("--detach", action="store_true", help="queue the job and return")
+    train.add_argument("--on", choices=("local", "ray", "skypilot"), default=None,
+                       help="where the engine runs: local (here), ray (a Ray cluster: train.ray.address) or skypilot (a SkyPilot managed job); default: the train.backend setting, else local")
     train.set_defaults(func=cmd_train)
     jobs = sub.add_parser("jobs", help="list jobs")
     jobs.add_argument("--json", action="store_true", help="print the jobs as JSON")

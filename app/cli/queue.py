@@ -29,11 +29,12 @@ def _errors(func):
         from app.core.base.paths import SetupError
         from app.core.datafiles.chatfile import DatasetError
         from app.core.queue.scheduler import EngineUnreachable, QueueError
+        from app.core.train.backends import BackendError
         from app.core.train.modelref import ModelRefError
 
         try:
             return func(args)
-        except (QueueError, DatasetError, ModelRefError, SetupError, EngineUnreachable) as exc:
+        except (QueueError, DatasetError, ModelRefError, SetupError, EngineUnreachable, BackendError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     return wrapper
@@ -44,7 +45,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     q = _queue()
     hyper = Hyper(max_steps=args.max_steps) if args.max_steps else None
     job = q.add(args.file, kind=args.recipe, priority=args.priority, model=args.model, hyper=hyper,
-                eval_data=args.eval, dry_run=args.dry_run, source="cli")
+                eval_data=args.eval, dry_run=args.dry_run, source="cli", backend=args.on)
     place = next((e.place for e in q.entries(finished=0) if e.job.id == job.id), None)
     print(f"queued job {job.id} ({job.kind}, {job.priority} priority, {job.records} records from "
           f"{Path(args.file).name}){f' at place {place}' if place else ''}")
@@ -145,6 +146,26 @@ def cmd_concurrent(args: argparse.Namespace) -> int:
 
 
 @_errors
+def cmd_remote(args: argparse.Namespace) -> int:
+    """Show or set where jobs train (local, ray, skypilot) and each backend's settings; the Ray token: keyring."""
+    from app.core.train import backends
+
+    q = _queue()
+    if args.key == "ray.token":
+        token = sys.stdin.readline() if args.value in (None, "-") else args.value
+        print(f"the Ray token is kept in the {backends.set_ray_token(token)}")
+        return 0
+    if args.key is not None:
+        if args.value is None:
+            raise backends.BackendError(f"no value for {args.key}", fix=f"nightschool queue remote {args.key} VALUE")
+        print(f"{args.key} = {backends.set_setting(q.store, args.key, args.value)!r}")
+        return 0
+    for word, value in backends.show_settings(q.store).items():
+        print(f"{word:24} {'' if value is None else value}")
+    return 0
+
+
+@_errors
 def cmd_inbox(args: argparse.Namespace) -> int:
     """Show the inbox folder and the defaults its jobs get; --model / --max-steps change them."""
     from app.core.queue.inbox import DEFAULTS_KEY
@@ -218,6 +239,8 @@ def register(sub) -> None:
     add.add_argument("--max-steps", type=int, default=None)
     add.add_argument("--eval", default=None, metavar="FILE", help="held-out data for eval loss")
     add.add_argument("--dry-run", action="store_true", help="validate data, model and plan; train nothing")
+    add.add_argument("--on", choices=("local", "ray", "skypilot"), default=None,
+                     help="where the engine runs: local (here), ray (a Ray cluster: train.ray.address) or skypilot (a SkyPilot managed job); default: the train.backend setting, else local")
     add.set_defaults(func=cmd_add)
     ls = qs.add_parser("list", help="running, waiting (with ETAs) and recent jobs")
     ls.add_argument("--all", action="store_true", help="every finished job, not only the last ones")
@@ -231,6 +254,11 @@ def register(sub) -> None:
     inbox.add_argument("--model", default=None, help="default model for inbox jobs")
     inbox.add_argument("--max-steps", type=int, default=None, help="default max steps for inbox jobs")
     inbox.set_defaults(func=cmd_inbox)
+    remote = qs.add_parser("remote", help="show or set where jobs train: backend local|ray|skypilot, ray.address, "
+                                          "ray.storage, skypilot.bucket, … (ray.token - reads the token into the keyring)")
+    remote.add_argument("key", nargs="?")
+    remote.add_argument("value", nargs="?")
+    remote.set_defaults(func=cmd_remote)
     run = qs.add_parser("run", help="run the scheduler in the foreground until the queue is empty")
     run.add_argument("--watch", action="store_true", help="keep running and take files dropped in the inbox")
     run.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)

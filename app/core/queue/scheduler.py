@@ -206,7 +206,11 @@ class Queue:
             return f"job {job_id} cancelled"
         self._transition(job_id, ACTIVE, state="cancelled", what="cancel")
         run = self.manager.latest_run(job_id)
-        code = terminate(run) if run is not None else None
+        if run is not None and (remote := self.manager.remote(run.run_dir)) is not None:
+            remote.cancel(Path(run.run_dir))  # a remote job is ended through its cluster, not a local signal
+            code = None
+        else:
+            code = terminate(run) if run is not None else None
         if run is not None:
             self._end_run(run.id, code)
         return f"job {job_id} cancelled; its engine has ended (checkpoints kept: `nightschool queue retry`)"
@@ -221,6 +225,8 @@ class Queue:
         """Send a command (pause, resume, stop, checkpoint_now) to the job's running engine; its ack, or
         EngineUnreachable with what to do."""
         run = self.manager.latest_run(job.id)
+        if (remote := self.manager.remote(run.run_dir)) is not None:
+            return remote.command(Path(run.run_dir), command)  # relayed by the remote wrapper (no synchronous ack)
         spec, _ = JobSpec.read(Path(job.spec_path))
         return send_command(run.socket_path, spec.token, job.id, command,
                             alive=lambda: self.manager.is_alive(run))

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,60 +13,33 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'nightschool[remote]'")
 
-from app.core.base import settings  # noqa: E402
-from app.core.train import checkpoints as ckpt  # noqa: E402
-from app.core.train.backends import ray as ray_backend  # noqa: E402
-from app.core.train.events import read_events  # noqa: E402
-from tests.conftest import fast_hyper  # noqa: E402
-from tests.engine.helpers import of_type  # noqa: E402
-
-VENV_BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from app.core.base import settings
+from app.core.train import checkpoints as ckpt
+from app.core.train.backends import ray as ray_backend
+from app.core.train.events import read_events
+from tests import ray_head
+from tests.conftest import fast_hyper
+from tests.engine.helpers import of_type
 
 
-def _ray(*args: str, env: dict, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VENV_BIN / "ray"), *args], env=env, capture_output=True, text=True, check=check,
-                          timeout=120)
-
-
-def _start_head(tmp: Path) -> tuple[str, dict]:
-    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", "RAY_USAGE_STATS_ENABLED": "0"}
-    dash = _free_port()
-    _ray("start", "--head", "--temp-dir", str(tmp), "--num-cpus", "1", "--node-ip-address", "127.0.0.1",
-         "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--port", str(_free_port()),
-         "--ray-client-server-port", str(_free_port()), "--min-worker-port", "0", "--max-worker-port", "0",
-         "--include-dashboard", "true", "--disable-usage-stats", env=env)
-    address = f"http://127.0.0.1:{dash}"
-    from ray.job_submission import JobSubmissionClient
-
-    deadline = time.monotonic() + 60
-    while True:  # the job API comes up a moment after `ray start` returns
-        try:
-            JobSubmissionClient(address).list_jobs()
-            return address, env
-        except Exception:  # noqa: BLE001
-            assert time.monotonic() < deadline, "the Ray head's job API did not come up"
-            time.sleep(0.5)
+def _ray(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ray_head.VENV_BIN / "ray"), *args], env=ray_head.env(), capture_output=True,
+                          text=True, check=check, timeout=120)
 
 
 @pytest.fixture(scope="module")
-def head(tmp_path_factory):
+def head():
     tmp = Path("/tmp") / f"ns-ray-{os.getpid()}"  # Ray's socket paths must stay short
     shutil.rmtree(tmp, ignore_errors=True)
-    address, env = _start_head(tmp)
-    yield address, env
-    _ray("stop", "--force", env=env, check=False)
-    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        yield ray_head.start(tmp)
+    finally:
+        ray_head.stop(tmp)
 
 
 @pytest.fixture
 def on_ray(head, store, tmp_path):
-    address, _ = head
+    address = head
     storage = tmp_path / "storage"
     storage.mkdir()
     settings.put(store, ray_backend.ADDRESS, address)
@@ -85,24 +56,30 @@ def _wait(predicate, what: str, timeout: float = 90.0):
     return value
 
 
-def test_a_job_on_ray_streams_its_events_and_brings_its_checkpoints_home(manager, chat_file, tiny_model, on_ray):
-    job = manager.submit(chat_file, model=str(tiny_model), hyper=fast_hyper(max_steps=12, save_steps=6),
+def test_a_job_on_ray_streams_resumes_after_ray_job_stop_and_brings_its_checkpoints_home(manager, chat_file,
+                                                                                         tiny_model, on_ray):
+    job = manager.submit(chat_file, model=str(tiny_model), hyper=fast_hyper(max_steps=40, save_steps=4),
                          backend="ray")
     run = manager.latest_run(job.id)
     assert run.pid is None and job.state == "running", job.error
     run_dir = Path(run.run_dir)
     # live: the loss reaches the local events.jsonl while the Ray job runs
     _wait(lambda: of_type(read_events(run_dir / "events.jsonl"), "metrics"), "a loss event streaming home")
-    done = manager.wait(job.id, timeout=120)
+    _wait(lambda: ckpt.latest_good(on_ray / job.id / "checkpoints"), "a sealed checkpoint on the storage")
+    _ray("job", "stop", f"nightschool-{job.id}-1", "--address", manager.remote(run_dir).address)
+    _wait(lambda: not manager.is_alive(run), "the stopped Ray job ending")
+    assert manager.reconcile() == [job.id]  # finalise saw a crash and submitted the job again
+    runs = manager.runs(job.id)
+    assert [r.state for r in runs] == ["crashed", "running"] and runs[1].resume_step is not None
+    done = manager.wait(job.id, timeout=150)
     assert done.state == "completed", done.error
     events = read_events(run_dir / "events.jsonl")
+    assert [e.seq for e in events] == sorted({e.seq for e in events})  # each event once, in order
+    assert len([e for e in events if e.type == "state" and e.body.state == "starting"]) == 2
     losses = [e.body.loss for e in of_type(events, "metrics") if e.body.loss is not None]
-    assert len(losses) >= 10 and losses[-1] < losses[0]
-    seqs = [e.seq for e in events]
-    assert seqs == sorted(set(seqs))  # each event once, in order
+    assert len(losses) >= 40 and losses[-1] < losses[0]
     rows = manager.checkpoints(job.id)
-    kinds = {r.kind for r in rows}
-    assert kinds == {"checkpoint", "adapter"}
+    assert {r.kind for r in rows} == {"checkpoint", "adapter"}
     for row in rows:  # registered paths are the copies home, sealed
         assert Path(row.path).resolve().is_relative_to(run_dir.resolve())
         if row.kind == "checkpoint":
@@ -111,36 +88,16 @@ def test_a_job_on_ray_streams_its_events_and_brings_its_checkpoints_home(manager
     assert sorted(p.name for p in (run_dir / "remote-stage").iterdir()) == ["dataset.jsonl", "spec.json"]
 
 
-def test_ray_job_stop_mid_run_resumes_from_the_last_checkpoint(manager, chat_file, tiny_model, on_ray, head):
-    _, env = head
-    job = manager.submit(chat_file, model=str(tiny_model), hyper=fast_hyper(max_steps=40, save_steps=4),
-                         backend="ray")
-    run = manager.latest_run(job.id)
-    run_dir = Path(run.run_dir)
-    remote_dir = on_ray / job.id
-    _wait(lambda: ckpt.latest_good(remote_dir / "checkpoints"), "a sealed checkpoint on the storage")
-    sid = f"nightschool-{job.id}-1"
-    _ray("job", "stop", sid, "--address", manager.remote(run_dir).address, env=env)
-    _wait(lambda: not manager.is_alive(run), "the stopped Ray job ending")
-    assert manager.reconcile() == [job.id]  # finalise saw a crash and submitted the job again
-    runs = manager.runs(job.id)
-    assert [r.state for r in runs] == ["crashed", "running"] and runs[1].resume_step is not None
-    done = manager.wait(job.id, timeout=150)
-    assert done.state == "completed", done.error
-    starts = [e for e in read_events(run_dir / "events.jsonl") if e.type == "state" and e.body.state == "starting"]
-    assert len(starts) == 2
-
-
 def test_the_head_gone_fails_the_job_with_the_reason_and_keeps_everything(manager, chat_file, tiny_model, on_ray,
                                                                           store, monkeypatch):
-    job = manager.submit(chat_file, model=str(tiny_model), hyper=fast_hyper(max_steps=200, save_steps=4),
+    job = manager.submit(chat_file, model=str(tiny_model), hyper=fast_hyper(max_steps=200, save_steps=2),
                          backend="ray")
     run = manager.latest_run(job.id)
     run_dir = Path(run.run_dir)
     _wait(lambda: ckpt.latest_good(on_ray / job.id / "checkpoints"), "a sealed checkpoint on the storage")
     backend = manager.remote(run_dir)
     seen = len(read_events(run_dir / "events.jsonl"))
-    backend.address = "http://127.0.0.1:%d" % _free_port()  # stand-in for a head that went away: nothing listens
+    backend.address = f"http://127.0.0.1:{ray_head.free_port()}"  # stand-in for a head that went away: nothing listens
     backend._client = None
     _wait(lambda: not manager.is_alive(run), "the unreachable head's grace period passing", timeout=30)
     done = manager.finalise(job.id)
@@ -152,3 +109,24 @@ def test_the_head_gone_fails_the_job_with_the_reason_and_keeps_everything(manage
     from ray.job_submission import JobSubmissionClient
 
     JobSubmissionClient(settings.get(store, ray_backend.ADDRESS)).stop_job(f"nightschool-{job.id}-1")
+
+
+def test_queue_add_on_ray_records_the_choice_and_a_missing_cluster_says_what_to_set(chat_file, tiny_model, store,
+                                                                                    capsys):
+    from app.cli.main import main
+    from app.core.queue.scheduler import Queue
+    from app.core.train.backends import choice_of
+
+    assert main(["queue", "add", str(chat_file), "--model", str(tiny_model), "--on", "ray"]) == 0
+    q = Queue(store)
+    job = q.waiting()[0]
+    assert choice_of(Path(job.spec_path).parent) == "ray"
+    report = q.tick(scan_inbox=False)
+    assert report.failed_to_start and "no Ray cluster is set" in report.failed_to_start[0][1]
+    assert "nightschool queue remote ray.address" in report.failed_to_start[0][1]
+    # the default for jobs without --on is a setting
+    assert main(["queue", "remote", "backend", "skypilot"]) == 0
+    assert main(["queue", "add", str(chat_file), "--model", str(tiny_model)]) == 0
+    assert choice_of(Path(q.waiting()[0].spec_path).parent) == "skypilot"
+    assert main(["queue", "remote", "backend", "slurm"]) == 2
+    assert "unknown execution backend" in capsys.readouterr().err

@@ -11,9 +11,9 @@ import pytest
 sky = pytest.importorskip("sky", reason="SkyPilot is not installed (pip install skypilot==0.10.3; it pins click<8.2, "
                                         "which conflicts with huggingface-hub here, so CI does not install it)")
 
-from app.core.train.backends.remote import RemoteRecord  # noqa: E402
-from app.core.train.backends.skypilot import MOUNT, PIN, SkyPilotBackend, build_task, task_config  # noqa: E402
-from app.core.train.spec import JobSpec  # noqa: E402
+from app.core.train.backends.remote import RemoteRecord
+from app.core.train.backends.skypilot import MOUNT, PIN, SkyPilotBackend, build_task, task_config
+from app.core.train.spec import JobSpec
 
 
 def test_the_pinned_skypilot_is_the_one_installed():
@@ -79,7 +79,7 @@ class RecordedSky:
         self.calls.append(("queue", refresh, job_ids))
         return self._request("queue", self.queue_records)
 
-    def cancel(self, name=None, job_ids=None, all=False, all_users=False, pool=None):  # noqa: A002
+    def cancel(self, name=None, job_ids=None, all=False, all_users=False, pool=None):
         self.calls.append(("cancel", job_ids))
         return self._request("cancel", None)
 

@@ -1,7 +1,10 @@
 """Execution backends: where a job's engine runs — `local` (a subprocess here), `ray` (Ray Jobs), `skypilot`.
 
 The engine and its protocol are the same everywhere (`python -m engine --spec FILE`); a backend only decides how it
-is started, how its events come back into the run's events.jsonl and how its checkpoints come home.
+is started, how its events come back into the run's events.jsonl and how its checkpoints come home. `local` is the
+JobManager's own subprocess (jobs.py); a remote backend (ray.py, skypilot.py) answers start(spec, run_dir),
+alive(run_dir), status(run_dir), finish(job_id, run_dir, spec_sha) -> (exit code, unreachable reason),
+command(run_dir, command) and cancel(run_dir); JobManager.remote(run_dir) finds a job's one.
 
 What a remote job cannot do that a local one can (and why):
 - pause/resume/stop/checkpoint-now are relayed through a control file on the checkpoint storage that the remote
@@ -64,3 +67,58 @@ def remote_for(run_dir: str | Path, store):
 
         return SkyPilotBackend.from_settings(store)
     return None
+
+
+# `nightschool queue remote KEY VALUE`: the words a user types -> (setting key, type). Secrets are not settings: the
+# Ray token goes to the OS keyring (`nightschool queue remote ray.token -` reads it from stdin).
+SETTINGS = {
+    "backend": (SETTING, str),
+    "ray.address": ("train.ray.address", str), "ray.storage": ("train.ray.storage", str),
+    "ray.remote_storage": ("train.ray.remote_storage", str), "ray.num_gpus": ("train.ray.num_gpus", float),
+    "ray.unreachable_grace_s": ("train.ray.unreachable_grace_s", float),
+    "skypilot.bucket": ("train.skypilot.bucket", str), "skypilot.storage_home": ("train.skypilot.storage_home", str),
+    "skypilot.accelerators": ("train.skypilot.accelerators", str), "skypilot.infra": ("train.skypilot.infra", str),
+    "skypilot.use_spot": ("train.skypilot.use_spot", lambda v: str(v).lower() in ("1", "true", "yes", "on")),
+}
+
+
+def set_setting(store, word: str, raw: str):
+    """Set one remote-training setting by its word; returns the value kept."""
+    from app.core.base import settings
+
+    if word not in SETTINGS:
+        raise BackendError(f"unknown remote-training setting {word!r}", why=f"the settings are {', '.join(SETTINGS)}",
+                           fix="nightschool queue remote (no arguments) shows them with their values")
+    key, kind = SETTINGS[word]
+    try:
+        value = kind(raw)
+    except ValueError as exc:
+        raise BackendError(f"{word} cannot be {raw!r}", why=str(exc), fix="give a number") from exc
+    if word == "backend":
+        check_name(value)
+    settings.put(store, key, value)
+    return value
+
+
+def show_settings(store) -> dict[str, object]:
+    from app.core.base import settings
+
+    return {word: settings.get(store, key, None) for word, (key, _) in SETTINGS.items()}
+
+
+def set_ray_token(token: str) -> str:
+    """Keep the Ray cluster's bearer token in the OS keyring (never in the database); returns where it went."""
+    import keyring
+    from keyring.errors import KeyringError
+
+    from app.core.experience.keys import keyring_usable
+
+    if not keyring_usable():
+        raise BackendError("no OS keyring to keep the Ray token in", why="tokens are never stored in the database",
+                           fix="export NIGHTSCHOOL_RAY_TOKEN=… in the environment that runs Nightschool instead")
+    try:
+        keyring.set_password("nightschool", "ray", token.strip())
+    except KeyringError as exc:
+        raise BackendError("the OS keyring refused the Ray token", why=str(exc),
+                           fix="unlock the keyring, or export NIGHTSCHOOL_RAY_TOKEN=…") from exc
+    return "keyring"

@@ -23,8 +23,7 @@ from pathlib import Path
 
 from app.core.base import settings
 from app.core.train.backends import BackendError
-from app.core.train.backends.remote import (EventMirror, RemoteRecord, bring_home, other_lines, send_control,
-                                            stage)
+from app.core.train.backends.remote import EventMirror, RemoteRecord, bring_home, other_lines, send_control, stage
 from app.core.train.spec import JobSpec
 
 ADDRESS = "train.ray.address"  # e.g. http://gpu-box:8265 (the dashboard/job-submission port)
@@ -35,6 +34,7 @@ UNREACHABLE_GRACE = "train.ray.unreachable_grace_s"  # how long the head may be 
 TOKEN_ENV = "NIGHTSCHOOL_RAY_TOKEN"
 KEYRING_USER = "ray"
 RUNNING = ("PENDING", "RUNNING")
+STATUS_TTL_S = 0.5
 EXCLUDES = ["__pycache__", "*.pyc", "ui", "resources"]
 
 
@@ -66,11 +66,11 @@ class RayBackend:
                  unreachable_grace_s: float = 60.0) -> None:
         if not address:
             raise BackendError("no Ray cluster is set", why="jobs --on ray need the head's job-submission address",
-                               fix="nightschool settings set train.ray.address http://HEAD:8265")
+                               fix="nightschool queue remote ray.address http://HEAD:8265")
         if not storage:
             raise BackendError("no checkpoint storage for Ray jobs is set",
                                why="checkpoints must land where both this machine and the cluster reach them",
-                               fix="nightschool settings set train.ray.storage /shared/path")
+                               fix="nightschool queue remote ray.storage /shared/path")
         self.address, self.storage = address, storage
         self.remote_storage = remote_storage or storage
         self.num_gpus, self.grace = num_gpus, unreachable_grace_s
@@ -79,10 +79,11 @@ class RayBackend:
         self._tails: dict[str, threading.Thread] = {}
         self._unreachable_since: dict[str, float] = {}
         self.last_error: dict[str, str] = {}
+        self._alive_cache: dict[str, tuple[float, bool]] = {}
 
     @classmethod
     def from_settings(cls, store) -> RayBackend:
-        g = lambda k, d=None: settings.get(store, k, d)  # noqa: E731
+        g = lambda k, d=None: settings.get(store, k, d)
         return cls(g(ADDRESS, ""), g(STORAGE, ""), g(REMOTE_STORAGE, ""), float(g(NUM_GPUS, 0) or 0),
                    float(g(UNREACHABLE_GRACE, 60.0)))
 
@@ -122,9 +123,10 @@ class RayBackend:
                 metadata={"nightschool_job": spec.job_id})
         except BackendError:
             raise
-        except Exception as exc:  # noqa: BLE001 - connection refused, auth, runtime_env upload
+        except Exception as exc:
             raise OSError(f"the Ray cluster at {self.address} did not take the job: {exc}") from exc
         rec.save(run_dir)
+        self._alive_cache.pop(str(run_dir), None)  # the previous attempt's answer is not this one's
         self._follow(spec.job_id, run_dir, rec)
         return rec
 
@@ -170,11 +172,19 @@ class RayBackend:
         return status
 
     def alive(self, run_dir: Path) -> bool:
-        """Running on the cluster, or unreachable for less than the grace period (the head may come back)."""
+        """Running on the cluster, or unreachable for less than the grace period (the head may come back). Asked at
+        most every STATUS_TTL_S per job (a follower polls alive() often; each answer is an HTTP round trip)."""
+        key = str(run_dir)
+        cached = self._alive_cache.get(key)
+        if cached and time.monotonic() - cached[0] < STATUS_TTL_S:
+            return cached[1]
         status = self.status(run_dir)
         if status == "UNREACHABLE":
-            return time.monotonic() - self._unreachable_since[Path(run_dir).name] < self.grace
-        return status in RUNNING
+            answer = time.monotonic() - self._unreachable_since[Path(run_dir).name] < self.grace
+        else:
+            answer = status in RUNNING
+        self._alive_cache[key] = (time.monotonic(), answer)
+        return answer
 
     # --- finish ------------------------------------------------------------------------------
     def finish(self, job_id: str, run_dir: Path, job_spec_sha: str) -> tuple[int | None, str | None]:
@@ -207,6 +217,6 @@ class RayBackend:
         rec = RemoteRecord.load(run_dir)
         try:
             self.client().stop_job(rec.submission_id)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise BackendError(f"the Ray job {rec.submission_id} could not be stopped", why=str(exc),
                                fix=f"ray job stop {rec.submission_id} --address {self.address}") from exc

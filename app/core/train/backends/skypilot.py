@@ -18,8 +18,7 @@ from pathlib import Path
 
 from app.core.base import settings
 from app.core.train.backends import BackendError
-from app.core.train.backends.remote import (EventMirror, RemoteRecord, bring_home, other_lines, send_control,
-                                            stage)
+from app.core.train.backends.remote import EventMirror, RemoteRecord, bring_home, other_lines, send_control, stage
 from app.core.train.spec import JobSpec
 
 PIN = "0.10.3"
@@ -105,7 +104,7 @@ class SkyPilotBackend:
         if not bucket:
             raise BackendError("no checkpoint bucket for SkyPilot jobs is set",
                                why="a managed job's checkpoints must survive its machine (spot recovery)",
-                               fix="nightschool settings set train.skypilot.bucket s3://your-bucket")
+                               fix="nightschool queue remote skypilot.bucket s3://your-bucket")
         self.bucket, self.storage_home = bucket, storage_home
         self.accelerators, self.infra, self.use_spot = accelerators, infra, use_spot
         self._sky = sky
@@ -118,7 +117,7 @@ class SkyPilotBackend:
 
     @classmethod
     def from_settings(cls, store) -> SkyPilotBackend:
-        g = lambda k, d="": settings.get(store, k, d)  # noqa: E731
+        g = lambda k, d="": settings.get(store, k, d)
         return cls(g(BUCKET), g(STORAGE_HOME), g(ACCELERATORS), g(INFRA), bool(g(USE_SPOT, False)))
 
     def start(self, spec: JobSpec, run_dir: Path) -> RemoteRecord:
@@ -134,7 +133,7 @@ class SkyPilotBackend:
                                       self.use_spot))
         try:
             job_id, _ = self.sky.get(self.sky.jobs.launch(task, name=f"nightschool-{spec.job_id}"))
-        except Exception as exc:  # noqa: BLE001 - no API server, no credentials, no capacity
+        except Exception as exc:
             raise OSError(f"SkyPilot did not take the job: {exc}") from exc
         rec.submission_id = str(job_id)
         rec.save(run_dir)
@@ -181,6 +180,6 @@ class SkyPilotBackend:
         rec = RemoteRecord.load(run_dir)
         try:
             self.sky.get(self.sky.jobs.cancel(job_ids=[int(rec.submission_id)]))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise BackendError(f"SkyPilot managed job {rec.submission_id} could not be cancelled", why=str(exc),
                                fix=f"sky jobs cancel {rec.submission_id}") from exc
