@@ -12,6 +12,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from app.core.train.spec import Hyper  # noqa: E402
+from tests.pg import pg_server, pg_url  # noqa: E402,F401 - fixtures (the store on PostgreSQL)
 from tests.tiny_model import build, chat_records  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -38,10 +39,13 @@ def fast_hyper(**over) -> Hyper:
 
 
 @pytest.fixture(autouse=True)
-def ns_home(tmp_path, monkeypatch) -> Path:
-    """A private data dir; engines a test leaves running (e.g. after a failed assertion) are killed after it."""
+def ns_home(tmp_path, monkeypatch, request) -> Path:
+    """A private data dir; engines a test leaves running (e.g. after a failed assertion) are killed after it.
+    NIGHTSCHOOL_TEST_STORE=postgresql runs a test's store on a fresh PostgreSQL database instead (tests/pg.py)."""
     home = tmp_path / "home"
     monkeypatch.setenv("NIGHTSCHOOL_HOME", str(home))
+    if os.environ.get("NIGHTSCHOOL_TEST_STORE") == "postgresql":
+        monkeypatch.setenv("NIGHTSCHOOL_DATABASE_URL", request.getfixturevalue("pg_url"))
     monkeypatch.setenv("NIGHTSCHOOL_CONFIG", str(tmp_path / "config"))  # the teacher's key file: never the real home
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")  # nor the developer's keyring
     monkeypatch.setenv("NIGHTSCHOOL_NO_FIRST_RUN", "1")  # no first-run wizard over windows the tests build

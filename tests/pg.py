@@ -88,9 +88,10 @@ def pg_url(pg_server):
 @pytest.fixture
 def any_store(request, ns_home):
     """A migrated Store: the data dir's SQLite file, or a fresh PostgreSQL database (request.param)."""
+    from app.core.base import paths
     from app.core.base.store import Store
 
-    where = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    where = request.getfixturevalue("pg_url") if request.param == "postgresql" else paths.db_path()
     store = Store(where)
     yield store
     store.close()

@@ -47,6 +47,41 @@ def decoding_defaults() -> None:
         request.model_rebuild(force=True)
 
 
+def closes_tool_call(llama):
+    """A stopping criterion: true at the token that completes a closing </tool_call> tag (the tag stays in the answer:
+    a stopping criterion, unlike a stop string, keeps its text), as the judge ends answers."""
+    tag = decoding.TOOL_END.encode()
+
+    def closed(tokens, logits) -> bool:
+        tail = [int(t) for t in tokens[-8:]]
+        return tag in llama.detokenize(tail) and tag not in llama.detokenize(tail[:-1])
+
+    return closed
+
+
+def stop_at_tool_end(llama) -> None:
+    """The chat handler of the GGUF's embedded template also stops at the end of the first tool call (what a model
+    writes after its call is never run; the judge cuts it the same way)."""
+    from llama_cpp.llama import StoppingCriteriaList
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        return
+    model, eos, bos = llama._model, llama.token_eos(), llama.token_bos()
+    closed = closes_tool_call(llama)
+
+    class Formatter(Jinja2ChatFormatter):
+        def __call__(self, **kwargs):
+            result = super().__call__(**kwargs)
+            result.stopping_criteria = StoppingCriteriaList([*(result.stopping_criteria or []), closed])
+            return result
+
+    llama.chat_handler = Formatter(template, eos_token=model.token_get_text(eos) if eos >= 0 else "",
+                                   bos_token=model.token_get_text(bos) if bos >= 0 else "",
+                                   stop_token_ids=[eos]).to_chat_handler()
+
+
 class Served(BaseModel):
     """A model the server holds: its alias, file, hash, quantization and load facts."""
 
@@ -75,6 +110,7 @@ def load_slot(info: Served, n_ctx: int) -> Slot:
         ModelSettings(model=str(path), model_alias=info.name, n_ctx=n_ctx, verbose=False,
                       last_n_tokens_size=decoding.PENALTY_LAST_N))
     try:
+        stop_at_tool_end(llama)
         llama.create_completion("Hello", max_tokens=1, temperature=0.0)
     except Exception:
         llama.close()

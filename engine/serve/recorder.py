@@ -165,7 +165,7 @@ class Recorder:
     """Hands answered requests to a writer thread through a bounded queue; the writer stores them when the buffer
     is on. `active` is the cached setting the middleware reads (no I/O on the request path)."""
 
-    db: Path | None
+    db: Path | str | None  # a SQLite file or a PostgreSQL URL (its password from NIGHTSCHOOL_DATABASE_URL)
     api_key: str = ""
     served: Callable[[], tuple[str, str]] = lambda: ("", "")  # (model name, sha256) serving now
     queue_size: int = QUEUE_SIZE

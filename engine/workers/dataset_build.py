@@ -21,7 +21,7 @@ def run(spec: dict, out: Emitter) -> int:
     renderer = render.load(config.base_model, spec["models_dir"],
                            lambda msg, step, total: out.emit(P.Log(message=msg)))
     out.emit(P.Log(message=f"chat template {renderer.template_sha256[:12]} ({renderer.convention})"))
-    store = Store(Path(spec["db"]))
+    store = Store(spec["db"])  # a SQLite file or a PostgreSQL URL
     try:
         folder = Path(spec["out"])
         man = build(store, config, renderer, folder, out.progress)

@@ -98,7 +98,7 @@ def load_student(config: pairs.PairsConfig, models_dir: str | Path, out: Emitter
 
 def run(spec: dict, out: Emitter) -> int:
     config = pairs.PairsConfig.model_validate(spec["config"])
-    store = Store(Path(spec["db"]))
+    store = Store(spec["db"])  # a SQLite file or a PostgreSQL URL
     try:
         plan = pairs.plan(store, config)  # fails fast (no source, not an adapter) before the model is loaded
     finally:

@@ -52,6 +52,13 @@ def database_url() -> str | None:
     return named or None
 
 
+def store_address() -> str:
+    """The store in use as another process names it (`--db`): the URL the user named (without its password), else
+    the data dir's SQLite file."""
+    named = database_url()
+    return make_url(pg_url(named))._replace(password=None).render_as_string() if named else str(paths.db_path())
+
+
 def is_url(where: str | Path) -> bool:
     return isinstance(where, str) and "://" in where
 
@@ -71,6 +78,16 @@ def pg_url(url: str) -> str:
     return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
 
 
+def _with_password(url: str) -> str:
+    """A URL given without its password gets the one of the URL the user named for the same server and user."""
+    given, named = make_url(url), database_url()
+    if given.password is None and named and is_url(named):
+        full = make_url(pg_url(named))
+        if full._replace(password=None) == given:
+            return full.render_as_string(hide_password=False)
+    return url
+
+
 class Store:
     """One database: opened, migrated to head, handing out ORM sessions. `where` is a SQLite file or a PostgreSQL
     URL; none: the URL the user named (database_url), else the data dir's SQLite file."""
@@ -79,7 +96,7 @@ class Store:
         where = where if where not in (None, "") else (database_url() or paths.db_path())
         if is_url(where):
             self.path: Path | None = None
-            self.url = pg_url(str(where))
+            self.url = _with_password(pg_url(str(where)))
             self.engine: Engine = create_engine(self.url, pool_pre_ping=True,
                                                 connect_args={"options": "-c timezone=UTC"})
         else:
@@ -94,8 +111,9 @@ class Store:
 
     @property
     def where(self) -> str:
-        """What names this store to another process (a worker's spec, `--db`): the file, or the URL."""
-        return str(self.path) if self.path is not None else self.url
+        """What names this store to another process (a worker's spec, `--db`): the file, or the URL without its
+        password (the process finds that where this one did: NIGHTSCHOOL_DATABASE_URL or the config dir's file)."""
+        return str(self.path) if self.path is not None else make_url(self.url)._replace(password=None).render_as_string()
 
     @property
     def postgres(self) -> bool:

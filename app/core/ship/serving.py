@@ -15,6 +15,7 @@ from pathlib import Path
 
 from app.core.base import paths, procs
 from app.core.base.files import atomic_write
+from app.core.base.store import store_address
 from app.core.ship.errors import ShipError
 
 DEFAULT_PORT = 8765
@@ -103,7 +104,7 @@ def start(current: Model, standby: Model | None = None, port: int | None = None)
         raise ShipError("the model server is already running", why=f"pid {st['pid']} at {st['url']}")
     api_key()
     cmd = [paths.engine_python(), "-m", "engine.serve.modelserver", "--state-dir", str(serve_dir()),
-           "--db", str(paths.db_path()),  # answers are recorded there while the experience buffer is on
+           "--db", store_address(),  # answers are recorded there while the experience buffer is on
            "--port", str(DEFAULT_PORT if port is None else port), "--model", current.path, "--name", current.name,
            "--sha256", current.sha256, "--quant", current.quant]
     if standby is not None:

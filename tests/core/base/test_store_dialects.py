@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.core.base.schema import (CheckpointRow, CycleRow, Deployment, EvalRow, ExportRow, Job, MessageRow, Promotion,
                                   Run, AgentSession, Setting, VerdictRow)
-from tests.pg import ANY_STORE, any_store, pg_server, pg_url  # noqa: F401 - fixtures
+from tests.pg import ANY_STORE, any_store  # noqa: F401 - fixture (pg_server, pg_url: tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -245,9 +245,11 @@ def populated(store) -> None:
     settings.put(store, "school.policy", {"min_sessions": 3})
 
 
-def test_store_migrate_moves_a_populated_solo_store_to_postgresql(ns_home, pg_url, capsys):
+def test_store_migrate_moves_a_populated_solo_store_to_postgresql(ns_home, pg_url, capsys, monkeypatch):
     from app.cli.main import main
-    from app.core.base.store import Store
+    from app.core.base.store import URL_ENV, Store
+
+    monkeypatch.delenv(URL_ENV, raising=False)  # the solo store: the data dir's file
 
     solo = Store()
     populated(solo)
@@ -268,3 +270,23 @@ def test_store_migrate_moves_a_populated_solo_store_to_postgresql(ns_home, pg_ur
     assert main(["store", "migrate", "--to", pg_url]) == 2  # the target now holds a store: refused
     err = capsys.readouterr().err
     assert "is not empty" in err and "Name a new, empty database" in err, err
+
+
+def test_the_named_postgresql_store_is_passed_on_without_its_password(pg_url, ns_home, monkeypatch):
+    """NIGHTSCHOOL_DATABASE_URL picks the store; other processes are told its URL without the password (a worker's
+    spec file, the model server's command line) and find the password where this process did."""
+    from app.core.base.store import URL_ENV, Store, StoreError, store_address
+
+    named = pg_url.replace("postgres@", "postgres:sekrit@")
+    monkeypatch.setenv(URL_ENV, named)
+    store = Store()
+    assert store.postgres and store.path is None and "sekrit" in store.url
+    assert "sekrit" not in store.where and "sekrit" not in store_address() and store.where == store_address()
+    again = Store(store.where)
+    assert again.url == store.url
+    again.close()
+    store.close()
+    monkeypatch.setenv(URL_ENV, "mysql://x@y/z")
+    with pytest.raises(StoreError, match="is not a PostgreSQL URL") as refused:
+        Store()
+    assert "unset NIGHTSCHOOL_DATABASE_URL" in str(refused.value)
