@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
 
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow
 from app.core.base.store import Store
-from app.core.capture.session import Part
+from app.core.capture import derived
 from app.core.capture.rows import parts_of
+from app.core.capture.session import Part
 
 
 @dataclass
@@ -101,22 +101,18 @@ class CaptureQueries:
         return [(p, n, m or 0) for p, n, m in rows]
 
     def tool_histogram(self, limit: int = 20) -> list[tuple[str, int]]:
-        """Tool calls by name over every session (main branches), most used first."""
-        counts: Counter = Counter()
-        with self.store.session() as db:
-            for (raw,) in db.execute(select(AgentSession.signals_json)):
-                counts.update(json.loads(raw or "{}").get("tool_counts", {}))
-        return counts.most_common(limit)
+        """Tool calls by name over every session (main branches), most used first (derived.tool_histogram)."""
+        return derived.tool_histogram(self.store, limit)
 
     def recent_sessions(self, limit: int = 200, agent: str | None = None,
                         project: str | None = None) -> list[SessionSummary]:
         with self.store.session() as db:
-            subs = dict(db.execute(select(AgentSession.parent_id, func.count()).where(
-                AgentSession.parent_id.is_not(None)).group_by(AgentSession.parent_id)).all())
             query = select(AgentSession).where(AgentSession.parent_id.is_(None))
             query = query.where(AgentSession.agent == agent) if agent else query
             query = query.where(AgentSession.project == project) if project else query
             rows = db.scalars(query.order_by(AgentSession.started_at.desc()).limit(limit)).all()
+            subs = dict(db.execute(select(AgentSession.parent_id, func.count()).where(
+                AgentSession.parent_id.in_([r.id for r in rows])).group_by(AgentSession.parent_id)).all())
         return [SessionSummary(r.id, r.agent, r.project, r.title, r.started_at, r.messages, r.tool_calls, r.errors,
                                r.outcome, r.model, subs.get(r.id, 0)) for r in rows]
 

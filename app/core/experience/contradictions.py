@@ -24,9 +24,9 @@ from datetime import UTC, datetime
 
 from sqlalchemy import delete, insert, select
 
-from app.core.base import settings
 from app.core.base.schema import AgentSession, ExperienceRow, MessageRow, RequestKey
 from app.core.base.store import Store
+from app.core.capture import derived
 from app.core.capture.rows import parts_of
 from app.core.experience import flags as flagging
 from app.core.experience.buffer import flag
@@ -109,27 +109,16 @@ USER_ROWS = (MessageRow.role == "user", MessageRow.branch == 0, MessageRow.meta 
 def index_requests(store: Store) -> int:
     """Bring `request_keys` up to date for the sessions stored since the last call (all of them the first time);
     returns how many sessions were (re)indexed. The cost follows what is new, not what is stored."""
-    since = settings.get(store, INDEXED)
-    with store.session() as s:
-        q = select(AgentSession.id, AgentSession.updated_at)
-        fresh = s.execute(q.where(AgentSession.updated_at >= _stamp(since)) if since else q).all()
-    for start in range(0, len(fresh), 500):
-        ids = [sid for sid, _ in fresh[start:start + 500]]
-        with store.session() as s:
-            rows = s.execute(select(MessageRow.id, MessageRow.session_id, MessageRow.text)
-                             .where(MessageRow.session_id.in_(ids), *USER_ROWS)).all()
-            s.execute(delete(RequestKey).where(RequestKey.session_id.in_(ids)))
-            if rows:
-                s.execute(insert(RequestKey), [dict(message_id=mid, session_id=sid, key=key_of(text or ""))
-                                               for mid, sid, text in rows])
-            s.commit()
-    if fresh:
-        settings.put(store, INDEXED, max(_utc(at) for _, at in fresh).isoformat())
-    return len(fresh)
+    return derived.catch_up(store, INDEXED, _keys)
 
 
-def _stamp(value: str) -> datetime:
-    return _utc(datetime.fromisoformat(value))
+def _keys(db, ids: list[str]) -> None:
+    rows = db.execute(select(MessageRow.id, MessageRow.session_id, MessageRow.text)
+                      .where(MessageRow.session_id.in_(ids), *USER_ROWS)).all()
+    db.execute(delete(RequestKey).where(RequestKey.session_id.in_(ids)))
+    if rows:
+        db.execute(insert(RequestKey), [dict(message_id=mid, session_id=sid, key=key_of(text or ""))
+                                        for mid, sid, text in rows])
 
 
 def answered(store: Store, wanted: set[str], since: datetime):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import DateTime, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.base.schema.base import Base, utcnow
@@ -32,6 +32,7 @@ class AgentSession(Base):
     """One captured agent session (scrubbed), with its behavioural signals."""
 
     __tablename__ = "sessions"
+    __table_args__ = (Index("ix_sessions_root_started", "parent_id", "started_at"),)  # the newest top-level ones
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     agent: Mapped[str] = mapped_column(String(20), index=True)
     native_id: Mapped[str] = mapped_column(Text, index=True)  # the agent's own session id (a copy elsewhere: the same)
@@ -61,6 +62,16 @@ class AgentSession(Base):
     title: Mapped[str] = mapped_column(Text, default="")
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow,
                                                  index=True)
+
+
+class SessionTool(Base):
+    """How often a session called each tool (its main branch): the Capture tab's histogram as one SQL sum. Derived
+    from the session's signals by app/core/capture/derived for sessions stored since it last looked."""
+
+    __tablename__ = "session_tools"
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    tool: Mapped[str] = mapped_column(String(200), primary_key=True)
+    calls: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class MessageRow(Base):

@@ -1,6 +1,7 @@
-"""The contradiction scan's index: captured user messages by a hash of their normalised text (`request_keys`), and
-`sessions.updated_at` indexed, so the scan reads what was stored since it last looked instead of every message.
-The table starts empty: the next scan fills it for every stored session once.
+"""Reads that cost what is new: the contradiction scan's index (`request_keys`: captured user messages by a hash of
+their normalised text), the tool counts behind the Capture tab's histogram (`session_tools`), `sessions.updated_at`
+indexed (what was stored since a watermark) and (`parent_id`, `started_at`) (the newest top-level sessions without sorting them all).
+Both tables start empty: their first reader fills them for every stored session once.
 
 Revision ID: 0011
 Revises: 0010
@@ -22,10 +23,19 @@ def upgrade() -> None:
         sa.Column("key", sa.String(16), nullable=False),
     )
     op.create_index("ix_request_keys_key", "request_keys", ["key"])
+    op.create_table(
+        "session_tools",
+        sa.Column("session_id", sa.String(40), sa.ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column("tool", sa.String(200), primary_key=True),
+        sa.Column("calls", sa.Integer, nullable=False),
+    )
     op.create_index("ix_sessions_updated_at", "sessions", ["updated_at"])
+    op.create_index("ix_sessions_root_started", "sessions", ["parent_id", "started_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_sessions_root_started", "sessions")
+    op.drop_table("session_tools")
     op.drop_index("ix_sessions_updated_at", "sessions")
     op.drop_index("ix_request_keys_key", "request_keys")
     op.drop_table("request_keys")
