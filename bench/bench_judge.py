@@ -4,11 +4,12 @@ next-action agreement, tool-call validity, behavioural reward — printed as a t
 product: capture import, dataset build, a queued SFT job in the engine, the evaluation worker, the gate.
 
     .venv/bin/python -m bench.bench_judge [--steps 8] [--max-contexts 32] [--fixtures DIR]
-                                          [--gguf q4_k_m,f16 [--repeats 3] [--base-only]]
+                                          [--gguf q4_k_m,f16 [--repeats 3] [--base-only]] [--evaluators]
 
 With --gguf the judged model (the candidate; with --base-only the base, no training) is exported in those
 quantizations and evaluated on the same held-out set through llama.cpp and through transformers, `--repeats` times
-each: median wall time per side and their ratio, the in-worker time, model load times, and how the two agree."""
+each: median wall time per side and their ratio, the in-worker time, model load times, and how the two agree.
+With --evaluators the base model is judged by both evaluators (EvalSettings.evaluator) as a cycle would: times, load."""
 from __future__ import annotations
 
 import argparse
@@ -30,6 +31,10 @@ def main() -> None:
     parser.add_argument("--gguf", default="", help="quantizations to time the GGUF evaluation of, e.g. q4_k_m,f16")
     parser.add_argument("--repeats", type=int, default=3, help="evaluations per side for the GGUF timing (medians)")
     parser.add_argument("--base-only", action="store_true", help="with --gguf: no training, time the base model")
+    parser.add_argument("--evaluators", action="store_true",
+                        help="no training: the base judged through llama.cpp (as a CPU cycle judges) and through "
+                             "transformers (the reference) on the same next actions, with the load, the times, their "
+                             "ratio and how the two agree")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["NIGHTSCHOOL_HOME"] = str(Path(tmp) / "home")
@@ -46,6 +51,7 @@ def run(args) -> None:
     from app.core.datasets.config import BuildConfig, Filters
     from app.core.importer import import_paths
     from app.core.judge import promote
+    from app.core.judge.records import resolve
     from app.core.judge.report import EvalSettings
     from app.core.train.jobs import JobManager
     from app.core.train.spec import Hyper
@@ -62,6 +68,11 @@ def run(args) -> None:
     print(f"dataset from {args.fixtures.name}: {ds.train} train / {ds.test} held-out examples "
           f"({time.perf_counter() - t0:.0f} s to import and build)")
     settings = EvalSettings(max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens, samples=4)
+    if args.evaluators:
+        from app.core.judge.records import Target
+
+        evaluators(store, Target(ds.base_model), settings)
+        return
     if args.base_only:
         from app.core.judge.records import Target
 
@@ -82,7 +93,7 @@ def run(args) -> None:
         raise SystemExit(f"training failed: {job.error}")
     print(f"one SFT cycle: {args.steps} LoRA steps in {time.perf_counter() - t1:.0f} s")
     t2 = time.perf_counter()
-    judged = promote.judge(store, job.id, settings=settings)
+    judged = promote.judge(store, resolve(store, job.id), settings=settings)
     base, cand = judged.reports["base"], judged.reports["candidate"]
     print(f"evaluations (base + candidate, {cand.contexts} next actions, {cand.examples} examples, "
           f"{cand.tokens} assistant tokens): {time.perf_counter() - t2:.0f} s\n")
@@ -92,6 +103,32 @@ def run(args) -> None:
     print(f"\ngate: {judged.verdict.summary()}")
     if args.gguf:
         gguf_timing(store, judged.target, settings, args)
+
+
+def evaluators(store, target, settings) -> None:
+    """One model, one held-out set, both evaluators (llama.cpp first: it includes converting the model to f16), the
+    machine's load beside each time: other work on a shared machine slows both alike, so the ratio is the figure."""
+    from app.core.judge.evaluate import choose_set, evaluate
+    from app.core.judge.gguf import keyed
+
+    evset = choose_set(store, target)
+    got = {}
+    for evaluator in ("llama.cpp", "transformers"):
+        load = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        row, report = evaluate(store, target, evset, settings.model_copy(update={"evaluator": evaluator}), force=True)
+        wall = time.perf_counter() - t0
+        got[evaluator] = (row, report, wall)
+        print(f"{evaluator}: {report.contexts} next actions (max {settings.max_new_tokens} new tokens), "
+              f"{report.examples} loss examples on {evset.name}: {wall:.0f} s wall ({report.elapsed_s:.0f} s in the "
+              f"worker); load {load:.1f} before, {os.getloadavg()[0]:.1f} after, {os.cpu_count()} cores; "
+              f"loss {report.metrics['loss']:.4f}, agreement {report.metrics['agreement']:.3f}, validity "
+              f"{report.metrics.get('validity')}")
+    (r1, c, w1), (r2, h, w2) = got["llama.cpp"], got["transformers"]
+    a, b = keyed(Path(r1.report_path).parent), keyed(Path(r2.report_path).parent)
+    same = sum(a[k]["outcome"] == b[k]["outcome"] for k in a if k in b)
+    print(f"transformers / llama.cpp wall ratio {w2 / w1:.2f}; same next-action outcome {same} of {len(a)}; loss "
+          f"{(c.metrics['loss'] - h.metrics['loss']) / h.metrics['loss']:+.3%} (llama.cpp vs transformers)")
 
 
 def _load_s(target, gguf) -> tuple[float, float]:
