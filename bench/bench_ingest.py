@@ -1,13 +1,18 @@
-"""Capture ingest throughput (MB/s) on a generated Claude Code corpus vs a plain json.loads line loop, and the
-append-to-visible latency of the watcher.
+"""Capture ingest throughput (MB/s) vs a plain json.loads line loop over the same files, as a ratio measured in the
+same run (with the machine's load), on a generated Claude Code corpus and on the shared real-world fixtures repeated
+to the same size; and the append-to-visible latency of the watcher.
 
-    .venv/bin/python -m bench.bench_ingest [--mb 200] [--appends 20]
+    .venv/bin/python -m bench.bench_ingest [--mb 200] [--real-mb 200] [--appends 20] [--fixtures DIR ...]
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import random
+import re
+import shutil
 import statistics
 import tempfile
 import threading
@@ -77,22 +82,53 @@ def generate(root: Path, megabytes: int, seed: int = 7) -> tuple[list[Path], int
     return files, total
 
 
+FIXTURES = [Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / name
+            for name in ("real-world", "real-world-2")]
+UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def real_corpus(root: Path, megabytes: int, fixtures: list[Path]) -> tuple[list[Path], int]:
+    """The fixtures' transcripts copied until `megabytes`; every uuid (in names and contents) is renamed per copy, so
+    each copy is a new session rather than a copy of a stored one (which ingest would count as skipped)."""
+    sources = [(base, f) for base in fixtures if base.is_dir() for f in sorted(base.rglob("*"))
+               if f.is_file() and f.suffix in (".jsonl", ".json")]
+    if not sources:
+        raise SystemExit(f"no transcripts under {[str(f) for f in fixtures]}: pass --fixtures with the shared "
+                         "real-world fixture folders (or --real-mb 0 to skip the real corpus)")
+    files, total, copy = [], 0, 0
+    while total < megabytes * 1024**2:
+        rename = lambda m, c=copy: hashlib.md5(b"%d" % c + m[0]).hexdigest().encode()[:8] + m[0][8:]  # noqa: E731
+        for base, source in sources:
+            rel = str(source.relative_to(base.parent))
+            target = root / f"copy-{copy}" / UUID.sub(rename, rel.encode()).decode()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(UUID.sub(rename, source.read_bytes()))
+            files.append(target)
+            total += target.stat().st_size
+        copy += 1
+    return files, total
+
+
 def plain_loop(files: list[Path]) -> float:
     started = time.perf_counter()
-    for path in files:
+    for path in files:  # a .json document whole (older Gemini chats); JSONL line by line, a bad line passed over
         with path.open("rb") as fh:
-            for line in fh:
-                json.loads(line)
+            for line in [fh.read()] if path.suffix == ".json" else fh:
+                try:
+                    json.loads(line)
+                except ValueError:
+                    pass
     return time.perf_counter() - started
 
 
-def ours(files: list[Path], root: Path, db: Path) -> tuple[float, int]:
+def ours(files: list[Path], root: Path, db: Path, agent: str | None = "claude-code") -> tuple[float, int]:
+    """Seconds to ingest the files (agent None: each file's format detected, as a scan of mixed folders does)."""
     from app.core.base.store import Store
     from app.core.capture.ingest import Ingestor
     from app.core.capture.sources import CaptureConfig
 
     store = Store(db)
-    ingestor = Ingestor(store, CaptureConfig(roots={"claude-code": [str(root)]}))
+    ingestor = Ingestor(store, CaptureConfig(roots={agent: [str(root)]} if agent else {}))
     started = time.perf_counter()
     lines = sum(r.lines_in for r in ingestor.ingest_many(files, origin="scan", final=True) if r)
     elapsed = time.perf_counter() - started
@@ -133,28 +169,49 @@ def latency(tmp: Path, appends: int, lines_before: int) -> list[float]:
     return out
 
 
+def compare(label: str, files: list[Path], size: int, root: Path, db: Path, agent: str | None) -> None:
+    """Plain loop, ours, plain loop again (the load moves: the ratio takes the faster plain run)."""
+    mb = size / 1024**2
+    plain = plain_loop(files)
+    mine, lines = ours(files, root, db, agent)
+    plain = min(plain, plain_loop(files))
+    print(f"{label}: {len(files)} files, {mb:.0f} MB")
+    print(f"  plain json.loads loop: {mb / plain:.1f} MB/s ({plain:.1f} s)")
+    print(f"  nightschool ingest (parse, scrub, signals, store): {mb / mine:.1f} MB/s ({mine:.1f} s, {lines} lines)")
+    print(f"  ratio ours / plain: {plain / mine:.2f}   load average {load()}")
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.1f} / {five:.1f} / {fifteen:.1f} on {os.cpu_count()} cores"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mb", type=int, default=200)
+    parser.add_argument("--mb", type=int, default=200, help="synthetic corpus size (0: skip)")
+    parser.add_argument("--real-mb", type=int, default=200, help="real fixtures repeated to this size (0: skip)")
+    parser.add_argument("--fixtures", type=Path, nargs="*", default=FIXTURES)
     parser.add_argument("--appends", type=int, default=20)
     args = parser.parse_args()
+    print(f"load average at start: {load()}")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        root = tmp / "projects"
-        t = time.perf_counter()
-        files, size = generate(root, args.mb)
-        mb = size / 1024**2
-        print(f"corpus: {len(files)} session files, {mb:.0f} MB (generated in {time.perf_counter() - t:.0f} s)")
-        plain = plain_loop(files)
-        mine, lines = ours(files, root, tmp / "bench.db")
-        print(f"plain json.loads loop: {mb / plain:.1f} MB/s ({plain:.1f} s)")
-        print(f"nightschool ingest (parse, scrub, signals, SQLite): {mb / mine:.1f} MB/s ({mine:.1f} s, {lines} lines)")
-        print(f"ratio ours / plain: {plain / mine:.2f}")
+        if args.mb:
+            root = tmp / "projects"
+            files, size = generate(root, args.mb)
+            compare("synthetic Claude Code corpus", files, size, root, tmp / "bench.db", "claude-code")
+            shutil.rmtree(root)
+        if args.real_mb:
+            root = tmp / "real"
+            files, size = real_corpus(root, args.real_mb, args.fixtures)
+            compare("real-world fixtures, repeated", files, size, root, tmp / "real.db", None)
+            shutil.rmtree(root)
         for before in (100, 5000):
             got = latency(tmp, args.appends, before)
             if got:
                 print(f"append-to-visible, file of {before} lines: median {statistics.median(got) * 1000:.0f} ms, "
                       f"max {max(got) * 1000:.0f} ms over {len(got)} appends")
+        print(f"load average at end: {load()}")
 
 
 if __name__ == "__main__":

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, TypeVar
+
+import hyperscan
+
+from app.core.scrub.prefilter import Unsupported, byte_superset
 
 S = TypeVar("S")  # a captured session (app.core.capture.session.Session): metadata, messages, branches, sub-agents
 
@@ -43,12 +48,117 @@ class Gate:
     probe: re.Pattern | None = None  # or a pattern with a literal prefix (fast to search) that must match
 
     def opens(self, text: str, lowered: str) -> bool:
+        """The per-pattern scan (kept as the reference the one-pass pass is tested against)."""
         if self.probe is not None:
             return self.probe.search(text) is not None
         if not self.literals and not self.lower:
             return True
         hit = any(k in text for k in self.literals) or any(k in lowered for k in self.lower)
         return hit and all(k in text for k in self.also)
+
+    def opens_with(self, text: str, found: set[str], found_lower: set[str]) -> bool:
+        """opens(), given which literals one multi-pattern pass found in the text and in its lower-cased form."""
+        if self.probe is not None:  # the byte search may open too often (a superset), never too seldom
+            return self.probe.pattern in found and self.probe.search(text) is not None
+        if not self.literals and not self.lower:
+            return True
+        hit = any(k in found for k in self.literals) or any(k in found_lower for k in self.lower)
+        return hit and all(k in found for k in self.also)
+
+
+class OnePass:
+    """What ~60 substring scans and a regex search per rule used to find, in one Hyperscan pass over a text's UTF-8
+    bytes (and one over its lower-cased form): which gate literals occur, which probes and which rules may match
+    (prefilter.byte_superset), each reported once however often it occurs."""
+
+    def __init__(self, rules: list[tuple[str, re.Pattern, int, Gate]]) -> None:
+        gates = [gate for _kind, _pattern, _group, gate in rules]
+        self.exact = sorted({k for g in gates for k in (*g.literals, *g.also)})
+        self.probes = sorted({g.probe.pattern for g in gates if g.probe is not None})
+        self.lower = sorted({k for g in gates for k in g.lower})
+        if not all(k.isascii() for k in (*self.exact, *self.lower)):
+            raise ValueError(f"gate literals {[k for k in (*self.exact, *self.lower) if not k.isascii()]} are not "
+                             "ASCII: the one-pass gate searches UTF-8 bytes; write the gate with ASCII literals (or a "
+                             "probe pattern)")
+        self.rules: dict[int, str] = {}  # rule index -> its byte superset (rules without one always run)
+        for index, (_kind, pattern, _group, _gate) in enumerate(rules):
+            try:
+                self.rules[index] = byte_superset(pattern)
+            except Unsupported:
+                continue
+        self.keys = [*self.exact, *self.probes, *(RULE_KEY % i for i in self.rules)]
+        try:
+            exact = _database(self.exact, self.probes, list(self.rules.values()))
+        except hyperscan.error:  # a superset Hyperscan refuses (matches empty, too large): that rule always runs
+            self.rules = {i: e for i, e in self.rules.items() if _compiles(e)}
+            self.keys = [*self.exact, *self.probes, *(RULE_KEY % i for i in self.rules)]
+            exact = _database(self.exact, self.probes, list(self.rules.values()))
+        self._compiled = (hyperscan.dumpb(exact), hyperscan.dumpb(_database(self.lower)) if self.lower else None)
+        self._databases = threading.local()  # a database's scratch space serves one scan at a time: one per thread
+
+    def found(self, text: str) -> set[str]:
+        """The exact literals in text, the probes (by their source) and the rules (RULE_KEY) that may match it."""
+        return self._scan(0, self.keys, text)
+
+    def found_lower(self, lowered: str) -> set[str]:
+        return self._scan(1, self.lower, lowered)
+
+    def may_match(self, index: int, found: set[str]) -> bool:
+        return index not in self.rules or RULE_KEY % index in found
+
+    def _scan(self, which: int, keys: list[str], text: str) -> set[str]:
+        databases = getattr(self._databases, "pair", None)
+        if databases is None:
+            databases = self._databases.pair = tuple(_loaded(b) for b in self._compiled)
+        hits: set[str] = set()
+        if keys:  # the keys are ASCII, so a key is in the UTF-8 bytes exactly where it is in the text
+            databases[which].scan(text.encode("utf-8", "surrogatepass"),
+                                  match_event_handler=lambda key, _start, _end, _flags, _context: hits.add(keys[key]))
+        return hits
+
+
+RULE_KEY = "\x00rule %d"  # a rule's prefilter among the keys (no literal holds a NUL)
+
+
+def _loaded(compiled: bytes | None) -> hyperscan.Database | None:
+    """A compiled database for this thread, with its own scratch space."""
+    if compiled is None:
+        return None
+    database = hyperscan.loadb(compiled, hyperscan.HS_MODE_BLOCK)
+    database.scratch = hyperscan.Scratch(database)
+    return database
+
+
+def _compiles(expression: str) -> bool:
+    try:
+        _database([], [], [expression])
+        return True
+    except hyperscan.error:
+        return False
+
+
+def _database(keys: list[str], probes: list[str] = (), supersets: list[str] = ()) -> hyperscan.Database | None:
+    expressions = [re.escape(k).encode() for k in keys] + [_bytes_superset(p).encode() for p in probes] + \
+        [e.encode() for e in supersets]
+    if not expressions:
+        return None
+    database = hyperscan.Database()
+    database.compile(expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions),
+                     flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(expressions))
+    return database
+
+
+NON_ASCII_CHAR = r"[\xc0-\xff][\x80-\xbf]{1,3}"  # one non-ASCII character in UTF-8
+
+
+def _bytes_superset(pattern: str) -> str:
+    """A probe's pattern for a byte search that matches wherever Python's (Unicode) one does: a class holding `\\d`
+    (Unicode digits in Python) also takes any non-ASCII character. Probes may use nothing else Unicode-aware."""
+    out = re.sub(r"\[([^\]]*)\\d([^\]]*)\]", lambda m: f"(?:[{m[1]}0-9{m[2]}]|{NON_ASCII_CHAR})", pattern)
+    if re.search(r"\\[dDwWsSbB]|\(\?i", out):
+        raise ValueError(f"the probe {pattern!r} uses a Unicode-aware escape the byte search cannot mirror; write it "
+                         "with explicit ASCII classes (\\d only inside [...])")
+    return out
 
 
 ALWAYS = Gate()
@@ -114,6 +224,13 @@ def _detect_secrets_patterns() -> list[tuple[str, re.Pattern, int, Gate]]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _rules() -> tuple[list[tuple[str, re.Pattern, int, Gate]], OnePass]:
+    """Every rule in the order they run, and the one pass that gates them all."""
+    rules = [*RULES, *_detect_secrets_patterns()]
+    return rules, OnePass(rules)
+
+
 def _replace(text: str, kind: str, pattern: re.Pattern, group: int, report: ScrubReport) -> str:
     def sub(match: re.Match) -> str:
         if match.group(group) is None or match.group(group).startswith("<SECRET:"):
@@ -140,10 +257,28 @@ class Scrubber:
     def text(self, value: str) -> str:
         if not value:
             return value
-        lowered, opened = value.lower(), {}
-        for kind, pattern, group, gate in (*RULES, *_detect_secrets_patterns()):
+        rules, one_pass = _rules()
+        found_lower, opened = one_pass.found_lower(value.lower()), {}
+        found, seen = set(), None  # what one pass found in `seen`: passed again only after a replacement changed it
+        for index, (kind, pattern, group, gate) in enumerate(rules):
+            if seen is not value:
+                found, seen = one_pass.found(value), value
             key = id(gate)
-            if key not in opened:  # a plugin's patterns share one gate: test it once (on the text as it came)
+            if key not in opened:  # a plugin's patterns share one gate: test it once
+                opened[key] = gate.opens_with(value, found, found_lower)
+            if opened[key] and one_pass.may_match(index, found):
+                value = _replace(value, kind, pattern, group, self.report)
+        return self._home(value)
+
+    def text_per_pattern(self, value: str) -> str:
+        """text() as it was before the one-pass gate: one substring scan per literal (the differential tests'
+        reference; never used to store anything)."""
+        if not value:
+            return value
+        lowered, opened = value.lower(), {}
+        for kind, pattern, group, gate in _rules()[0]:
+            key = id(gate)
+            if key not in opened:
                 opened[key] = gate.opens(value, lowered)
             if opened[key]:
                 value = _replace(value, kind, pattern, group, self.report)
