@@ -103,9 +103,11 @@ def cmd_eval_gguf(args) -> int:
 def cmd_compare(args) -> int:
     def go() -> int:
         from app.core.judge.promote import compare
+        from app.core.judge.records import resolve
 
-        view = WorkerProgress()
-        found = compare(open_store(), args.checkpoints, args.dataset, args.data, _settings(args), view)
+        view, store = WorkerProgress(), open_store()
+        found = compare(store, [resolve(store, ref) for ref in args.checkpoints], args.dataset, args.data,
+                        _settings(args), view)
         view.close()
         shown = sorted(found, key=lambda c: -1 if c.target.is_base else c.target.id)  # base first, then by id
         print(f"held-out set: {found[0].report.eval_set} ({found[0].report.contexts} next actions)")
@@ -130,9 +132,11 @@ def cmd_promote(args) -> int:
     def go() -> int:
         from app.cli.common import print_json
         from app.core.judge.promote import promote
+        from app.core.judge.records import resolve
 
-        view = WorkerProgress()  # on stderr: stdout stays the JSON document
-        judgement, promotion = promote(open_store(), args.checkpoint, args.dataset, args.data, _settings(args), view)
+        view, store = WorkerProgress(), open_store()  # progress on stderr: stdout stays the JSON document
+        judgement, promotion = promote(store, resolve(store, args.checkpoint), args.dataset, args.data,
+                                       _settings(args), view)
         view.close()
         if args.json:
             print_json(verdict_json(judgement, promotion))
@@ -153,8 +157,8 @@ def cmd_promote(args) -> int:
 
 def cmd_rollback(args) -> int:
     def go() -> int:
-        from app.core.judge.promote import rollback
-        from app.core.judge.records import JudgeError, history
+        from app.core.judge.deployment import promotions, rollback
+        from app.core.judge.records import JudgeError
         from app.core.ship import deploy as D
 
         store = open_store()
@@ -163,7 +167,7 @@ def cmd_rollback(args) -> int:
             where = f" (serving at {done.state['url']})" if done.state else " (the server is stopped)"
             print(f"rolled back: {done.row.note}{where}")
             return 0
-        model = args.model or next((p.base_model for p in history(store)), None)
+        model = args.model or next((p.base_model for p in promotions(store)), None)
         if model is None:
             raise JudgeError("nothing has been promoted yet, so there is nothing to roll back")
         row = rollback(store, model)
@@ -175,8 +179,10 @@ def cmd_rollback(args) -> int:
 def cmd_lineage(args) -> int:
     def go() -> int:
         from app.core.judge.lineage import lineage
+        from app.core.judge.records import resolve
 
-        data = lineage(open_store(), args.checkpoint)
+        store = open_store()
+        data = lineage(store, resolve(store, args.checkpoint))
         if args.json:
             print(json.dumps(data, indent=1))
             return 0
@@ -216,7 +222,8 @@ def _print_lineage(d: dict) -> None:
 
 
 def cmd_checkpoints(args) -> int:
-    from app.core.judge.records import all_checkpoints, deployed, passing_verdict
+    from app.core.judge.deployment import deployed
+    from app.core.judge.records import all_checkpoints, passing_verdict
 
     store = open_store()
     found = all_checkpoints(store)

@@ -25,12 +25,13 @@ def print_export(exp) -> None:
 
 def cmd_export(args) -> int:
     def go() -> int:
+        from app.core.judge.records import resolve
         from app.core.ship import exports as X, lmstudio, ollama
 
-        view = WorkerProgress()
+        view, store = WorkerProgress(), open_store()
         try:
-            exp = X.export(open_store(), args.checkpoint, args.quant or [DEFAULT_QUANT], lora=not args.no_lora,
-                           sink=view, force=args.force)
+            exp = X.export(store, resolve(store, args.checkpoint), args.quant or [DEFAULT_QUANT],
+                           lora=not args.no_lora, sink=view, force=args.force)
         finally:
             view.close()
         print_export(exp)
@@ -52,11 +53,12 @@ def cmd_export(args) -> int:
 
 def cmd_deploy(args) -> int:
     def go() -> int:
+        from app.core.judge.records import resolve
         from app.core.ship import deploy as D
 
-        view = WorkerProgress()
+        view, store = WorkerProgress(), open_store()
         try:
-            done = D.deploy(open_store(), args.checkpoint, args.quant, sink=view, port=args.port)
+            done = D.deploy(store, resolve(store, args.checkpoint), args.quant, sink=view, port=args.port)
         finally:
             view.close()
         st = done.state

@@ -114,8 +114,10 @@ def build_server(store: Store | None = None, *, token_auth: bool = False, url: s
                  ) -> Evaluation:
         """Measure a checkpoint (or the base model) on its held-out set and return the metrics; a repeated
         evaluation is answered from the record. Slow the first time: it runs the model."""
+        from app.core.judge.records import resolve
+
         with _explained():
-            return Evaluation.model_validate(school.evaluate(checkpoint))
+            return Evaluation.model_validate(school.evaluate(resolve(school.store, checkpoint)))
 
     @_tool(server, WRITE)
     def run_cycle_now() -> Started:

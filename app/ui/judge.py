@@ -9,7 +9,7 @@ from typing import Callable
 from PySide6.QtCore import Signal
 
 from app.core.base import protocol as P
-from app.core.judge import promote as PR, records as R
+from app.core.judge import deployment, promote as PR, records as R
 from app.core.judge.evaluate import generations
 from app.core.judge.report import METRICS, EvalSettings, places
 from app.core.train.events import read_events
@@ -146,7 +146,8 @@ class JudgeController(BackgroundController):
         return self._run(lambda: self._compare(list(refs)), self._on_compared, "Not compared", "judge-compare")
 
     def _compare(self, refs: list[str]) -> Comparison:
-        found = PR.compare(self.store, refs, self.dataset, self.file, self.settings, self._sink, self._cancel)
+        found = PR.compare(self.store, [R.resolve(self.store, r) for r in refs], self.dataset, self.file,
+                           self.settings, self._sink, self._cancel)
         jobs = JobManager(self.store)
         ranking = [column_of(c, jobs) for c in found]
         by_id = {c.checkpoint_id: c for c in ranking}
@@ -165,8 +166,8 @@ class JudgeController(BackgroundController):
     def promote(self, ref: str) -> bool:
         """Through the gate: the verdict is recorded either way; only a pass moves the deployed pointer."""
         def work() -> tuple[Judged, dict]:
-            judgement, row = PR.promote(self.store, ref, self.dataset, self.file, self.settings, self._sink,
-                                        self._cancel)
+            judgement, row = PR.promote(self.store, R.resolve(self.store, ref), self.dataset, self.file,
+                                        self.settings, self._sink, self._cancel)
             v = judgement.verdict
             done = Judged(judgement.target.label, v.verdict, v.summary(), v.reasons, row is not None,
                           [c.model_dump() for c in v.checks], list(v.notes))
@@ -186,7 +187,7 @@ class JudgeController(BackgroundController):
     def rollback(self, base_model: str) -> bool:
         """Deploy again what the current promotion replaced (or the base model)."""
         def work() -> tuple[str, dict]:
-            row = PR.rollback(self.store, base_model)
+            row = deployment.rollback(self.store, base_model)
             return row.note, read_deployed(self.store, self.choices)
         return self._run(work, self._on_rolled_back, "Not rolled back", "judge-rollback")
 
@@ -210,7 +211,7 @@ def read_deployed(store, choices: list[Choice]) -> dict[str, str]:
     labels = {c.checkpoint_id: c.label for c in choices if c.checkpoint_id is not None}
     out = {}
     for model in dict.fromkeys(c.base_model for c in choices):
-        row = R.deployed(store, model)
+        row = deployment.deployed(store, model)
         if row is None:
             out[model] = "the base model (nothing promoted yet)"
         else:

@@ -163,7 +163,8 @@ class ShipController(BackgroundController):
         """Export to GGUF (merge, convert, quantize, LoRA, smoke test); an identical earlier export is reused."""
         label = self._label(ref)
         return self._run(f"Exporting {label} ({quant})",
-                         lambda cancel: X.export(self.store, ref, [quant], sink=self._sink, cancel=cancel),
+                         lambda cancel: X.export(self.store, R.resolve(self.store, ref), [quant], sink=self._sink,
+                                                 cancel=cancel),
                          self._on_exported, f"Not exported ({label})", staged=True)
 
     def _on_exported(self, exp: X.Export) -> None:
@@ -180,7 +181,8 @@ class ShipController(BackgroundController):
         """Gate → export → smoke-verified file → the built-in server serves it."""
         label = self._label(ref)
         return self._run(f"Deploying {label} ({quant})",
-                         lambda cancel: D.deploy(self.store, ref, quant, sink=self._sink, cancel=cancel),
+                         lambda cancel: D.deploy(self.store, R.resolve(self.store, ref), quant, sink=self._sink,
+                                                 cancel=cancel),
                          self._on_deployed, f"Not deployed ({label})", staged=True)
 
     def _on_deployed(self, done: D.Deployed) -> None:
@@ -199,7 +201,7 @@ class ShipController(BackgroundController):
     def to_ollama(self, ref: str, quant: str, name: str) -> bool:
         """The export's Modelfile beside its GGUF, then `ollama create NAME` (the result says how it went)."""
         def work(cancel):
-            exp = X.export(self.store, ref, [quant], sink=self._sink, cancel=cancel)
+            exp = X.export(self.store, R.resolve(self.store, ref), [quant], sink=self._sink, cancel=cancel)
             meta = exp.meta
             path = ollama.write(exp.folder, exp.path(quant), meta.get("template", ""), meta.get("eos_token", ""),
                                 meta.get("bos_token", ""), name)
@@ -218,7 +220,7 @@ class ShipController(BackgroundController):
     def to_lmstudio(self, ref: str, quant: str, name: str) -> bool:
         """The export's GGUF placed in LM Studio's models folder."""
         def work(cancel):
-            exp = X.export(self.store, ref, [quant], sink=self._sink, cancel=cancel)
+            exp = X.export(self.store, R.resolve(self.store, ref), [quant], sink=self._sink, cancel=cancel)
             return exp, lmstudio.export(exp.path(quant), name, quant=quant)
         return self._run(f"Exporting {self._label(ref)} to LM Studio", work, self._on_lmstudio,
                          "Not placed in LM Studio", staged=True)

@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt
 from app.core.base import protocol as P
 from app.core.base.fingerprint import sha256_file
 from app.core.base.schema import CheckpointRow, EvalRow, Job, Run
-from app.core.judge import records as registry
+from app.core.judge import deployment as registry
 from app.core.judge.evalset import EvalConfig
 from app.core.judge.report import EvalReport, EvalSettings, Sample
 from tests.conftest import write_jsonl

@@ -59,6 +59,11 @@ def record_verdict(store, checkpoint_id: int, model: str, verdict: str, reasons:
                          reasons_json=json.dumps(reasons), thresholds_json="{}"))
 
 
+def ref_of(target) -> str:
+    """How the Ship tab names a model ('#ID', 'base:MODEL'): what the stand-ins record of each call."""
+    return f"base:{target.base_model}" if target.is_base else f"#{target.id}"
+
+
 class StandIns:
     """Stand-ins for the core's export / deploy / rollback / server calls (the real ones are tested in tests/core/ship)."""
 
@@ -75,10 +80,10 @@ class StandIns:
         monkeypatch.setattr(server, "stop", self.stop)
         monkeypatch.setattr(server, "chat", self.chat)
 
-    def export(self, store, ref, quants=None, lora=True, sink=None, cancel=None, force=False) -> exports.Export:
-        self.calls.append(("export", ref, quants))
+    def export(self, store, target, quants=None, lora=True, sink=None, cancel=None, force=False) -> exports.Export:
+        target = registry.resolve(store, target) if isinstance(target, str) else target  # a test names a ref
+        self.calls.append(("export", ref_of(target), quants))
         self.cancels.append(cancel)
-        target = registry.resolve(store, ref)
         if self.block:
             cancel.wait(WAIT_MS / 1000)
             raise ShipError(f"the export of {target.label} was cancelled", why="nothing was kept")
@@ -117,11 +122,12 @@ class StandIns:
             row.path, row.files_json = str(folder), json.dumps(files)
         return exports.Export(row)
 
-    def deploy(self, store, ref, quant="q4_k_m", sink=None, cancel=None, port=None) -> deploy.Deployed:
-        self.calls.append(("deploy", ref, quant))
+    def deploy(self, store, target, quant="q4_k_m", sink=None, cancel=None, port=None) -> deploy.Deployed:
+        target = registry.resolve(store, target) if isinstance(target, str) else target  # a test names a ref
+        self.calls.append(("deploy", ref_of(target), quant))
         if self.refusal is not None:
             raise self.refusal
-        exp = self.export(store, ref, [quant], sink=sink, cancel=cancel)
+        exp = self.export(store, target, [quant], sink=sink, cancel=cancel)
         entry, before = exp.file(quant), deploy.current(store)
         row = Deployment(export_id=exp.row.id, file=entry["file"], quant=quant, sha256=entry["sha256"],
                          checkpoint_id=exp.row.checkpoint_id, base_model=exp.row.base_model, action="deploy",

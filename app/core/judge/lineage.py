@@ -10,7 +10,8 @@ from sqlalchemy import select
 from app.core.base.schema import BuiltDataset, CheckpointRow, Run
 from app.core.base.store import Store
 from app.core.datasets.catalog import Registry
-from app.core.judge.records import Target, evals_of, history, resolve, verdicts_of
+from app.core.judge.deployment import promotions
+from app.core.judge.records import Target, evals_of, verdicts_of
 
 
 def _dataset(store: Store, target: Target) -> BuiltDataset | None:
@@ -32,8 +33,7 @@ def _parent(store: Store, init_adapter: str | None) -> dict | None:
     return {"adapter": init_adapter, "checkpoint_id": row.id if row else None, "job": job_id}
 
 
-def lineage(store: Store, ref: str) -> dict:
-    target = resolve(store, ref)
+def lineage(store: Store, target: Target) -> dict:
     if target.is_base:
         return {"checkpoint": None, "base_model": target.base_model}
     ck, job, spec = target.checkpoint, target.job, target.spec
@@ -46,7 +46,7 @@ def lineage(store: Store, ref: str) -> dict:
         sessions = Registry(store).sessions_of(ds.id)
         dataset.update(name=ds.name, fingerprint=ds.fingerprint, kind=ds.kind, path=ds.path, examples=ds.examples,
                        sessions=[{"id": u.session_id, "split": u.split, "examples": u.examples} for u in sessions])
-    deployed_ids = [p.checkpoint_id for p in history(store, target.base_model)[:1]]
+    deployed_ids = [p.checkpoint_id for p in promotions(store, target.base_model)[:1]]
     return {
         "checkpoint": {"id": ck.id, "label": target.label, "step": ck.step, "kind": ck.kind, "path": ck.path,
                        "sha256": target.adapter_sha256(), "registered_at": ck.created_at.isoformat()},

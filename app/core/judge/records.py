@@ -1,5 +1,6 @@
 """The model registry: run → checkpoint → eval → verdict → deployable. Resolving what a user names
-("base", a checkpoint id, a job id, a checkpoint folder), the evals and verdicts recorded for it, what is deployed."""
+("base", a checkpoint id, a job id, a checkpoint folder) as a Target, the evals and verdicts recorded for it (what is
+deployed: judge/deployment)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ from sqlalchemy import select
 from app.core.base import settings
 from app.core.base.errors import Explained
 from app.core.base.fingerprint import sha256_file
-from app.core.base.schema import CheckpointRow, EvalRow, Job, Promotion, Run, VerdictRow
+from app.core.base.schema import CheckpointRow, EvalRow, Job, Run, VerdictRow
 from app.core.base.store import Store
 from app.core.judge.gate import SETTING, Thresholds
 from app.core.judge.report import FORMAT, LOSSES
@@ -70,8 +71,38 @@ def _target_of(store: Store, row: CheckpointRow) -> Target:
     return Target(spec.model, row, job, spec)
 
 
+def _unknown(ref: str | int) -> JudgeError:
+    return JudgeError(f"no registered checkpoint {str(ref)!r}",
+                      why="checkpoints are registered when their job's result validates",
+                      fix="name one from `nightschool lineage` / the Judge tab: '#ID', a job id, or 'base'")
+
+
+def by_id(store: Store, checkpoint_id: int) -> Target:
+    """A registered checkpoint by its id."""
+    with store.session() as s:
+        row = s.get(CheckpointRow, checkpoint_id)
+    if row is None:
+        raise _unknown(checkpoint_id)
+    return _target_of(store, row)
+
+
+def _final_row(s, job_id: str) -> CheckpointRow | None:
+    return s.scalar(select(CheckpointRow).join(Run).where(Run.job_id == job_id, CheckpointRow.kind == "adapter")
+                    .order_by(CheckpointRow.id.desc()))
+
+
+def of_job(store: Store, job_id: str) -> Target:
+    """A job's final adapter."""
+    with store.session() as s:
+        row = _final_row(s, job_id)
+    if row is None:
+        raise _unknown(job_id)
+    return _target_of(store, row)
+
+
 def resolve(store: Store, ref: str, base_model: str | None = None) -> Target:
-    """'base' (or 'base:MODEL'), '#12' / '12' (a checkpoint id), a job id (its final adapter), a checkpoint folder."""
+    """What a user names, for the CLI, the window and MCP: 'base' (or 'base:MODEL'), '#12' / '12' (a checkpoint id),
+    a job id (its final adapter), a checkpoint folder. The core takes the Target."""
     ref = ref.strip()
     if ref == "base" or ref.startswith("base:"):
         return Target(ref.split(":", 1)[1] if ":" in ref else (base_model or "default"))
@@ -80,16 +111,13 @@ def resolve(store: Store, ref: str, base_model: str | None = None) -> Target:
         if ref.lstrip("#").isdigit():
             row = s.get(CheckpointRow, int(ref.lstrip("#")))
         if row is None:
-            row = s.scalar(select(CheckpointRow).join(Run).where(Run.job_id == ref, CheckpointRow.kind == "adapter")
-                           .order_by(CheckpointRow.id.desc()))
+            row = _final_row(s, ref)
         if row is None and Path(ref).expanduser().exists():
             path = str(Path(ref).expanduser().resolve())
             row = s.scalar(select(CheckpointRow).where(CheckpointRow.path.in_([ref, path]))
                            .order_by(CheckpointRow.id.desc()))
     if row is None:
-        raise JudgeError(f"no registered checkpoint {ref!r}",
-                         why="checkpoints are registered when their job's result validates",
-                         fix="name one from `nightschool lineage` / the Judge tab: '#ID', a job id, or 'base'")
+        raise _unknown(ref)
     return _target_of(store, row)
 
 
@@ -159,22 +187,6 @@ def thresholds(store: Store) -> Thresholds:
 
 def set_thresholds(store: Store, value: Thresholds) -> None:
     settings.put(store, SETTING, value.model_dump())
-
-
-# --- deployed -----------------------------------------------------------------------------------------------------
-
-def deployed(store: Store, base_model: str) -> Promotion | None:
-    """The newest promotion row of a base model (checkpoint_id None: the base model itself); None: never promoted."""
-    with store.session() as s:
-        return s.scalar(select(Promotion).where(Promotion.base_model == base_model).order_by(Promotion.id.desc()))
-
-
-def history(store: Store, base_model: str | None = None) -> list[Promotion]:
-    with store.session() as s:
-        q = select(Promotion)
-        if base_model is not None:
-            q = q.where(Promotion.base_model == base_model)
-        return list(s.scalars(q.order_by(Promotion.id.desc())))
 
 
 def verdict_reasons(row: VerdictRow) -> list[str]:

@@ -1,7 +1,7 @@
-"""Deploy and roll back: only a checkpoint with a passing gate verdict is deployed (the gate runs when it has none);
-its export must have passed the smoke test and still hash as exported; the server switches to it while the old model
-keeps serving until the new one is loaded. Every change is a deployment row (and a promotion, so the deployed
-pointer and the served model agree); rollback serves what the current deployment replaced."""
+"""Deploy and roll back the served model: only a checkpoint with a passing gate verdict is deployed (the gate runs when
+it has none); its export must have passed the smoke test and still hash as exported; the server switches to it while
+the old model keeps serving until the new one is loaded; rollback serves what the current deployment replaced. What
+is deployed is recorded by (and asked of) judge/deployment."""
 from __future__ import annotations
 
 import json
@@ -9,17 +9,19 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import select
-
 from app.core.base.fingerprint import sha256_file
 from app.core.base.schema import Deployment
 from app.core.base.store import Store
-from app.core.judge import promote as judge_promote
-from app.core.judge.records import Target, deployed, passing_verdict, resolve, verdicts_of
+from app.core.judge import deployment, promote as judge_promote
+from app.core.judge.deployment import deployments as history, served as current  # asked there, kept there
+from app.core.judge.records import Target, passing_verdict, verdicts_of
 from app.core.ship import serving as server
 from app.core.ship.config import DEFAULT_QUANT
 from app.core.ship.errors import ShipError
 from app.core.ship.exports import Export, Sink, export, get
+
+__all__ = ["Deployed", "current", "deploy", "ensure_serving", "gate", "history", "rollback", "served_model",
+           "verified"]
 
 
 @dataclass
@@ -27,16 +29,6 @@ class Deployed:
     row: Deployment
     export: Export
     state: dict | None  # the server's status after the change (None: the server is stopped)
-
-
-def current(store: Store) -> Deployment | None:
-    with store.session() as s:
-        return s.scalar(select(Deployment).order_by(Deployment.id.desc()))
-
-
-def history(store: Store, limit: int = 50) -> list[Deployment]:
-    with store.session() as s:
-        return list(s.scalars(select(Deployment).order_by(Deployment.id.desc()).limit(limit)))
 
 
 def served_model(row: Deployment, exp: Export) -> server.Model:
@@ -53,7 +45,7 @@ def gate(store: Store, target: Target, sink: Sink | None, cancel: threading.Even
         raise ShipError(f"{target.label} failed the quality gate", why="; ".join(json.loads(judged[0].reasons_json)),
                         fix=f"judge it again after changing the thresholds (nightschool promote {target.id}), or "
                             "train another cycle; it can still be exported")
-    judgement, promoted = judge_promote.promote(store, str(target.id), sink=sink, cancel=cancel)
+    judgement, promoted = judge_promote.promote(store, target, sink=sink, cancel=cancel)
     if promoted is None:
         raise ShipError(f"{target.label} did not pass the quality gate", why="; ".join(judgement.verdict.reasons),
                         fix="train another cycle (or adjust the gate's thresholds); it can still be exported")
@@ -79,41 +71,26 @@ def _serve(model: server.Model, previous: server.Model | None, port: int | None)
     return server.switch(model)
 
 
-def _promotion(store: Store, target: Target, verdict_id: int | None, action: str, note: str) -> None:
-    """Keep the judge's deployed pointer on the served checkpoint."""
-    now = deployed(store, target.base_model)
-    if now is not None and now.checkpoint_id == target.id:
-        return
-    judge_promote.insert(store, target.base_model, None if target.is_base else target, verdict_id, action,
-                         now.id if now else None, note)
-
-
-def deploy(store: Store, ref: str, quant: str = DEFAULT_QUANT, sink: Sink | None = None,
+def deploy(store: Store, target: Target, quant: str = DEFAULT_QUANT, sink: Sink | None = None,
            cancel: threading.Event | None = None, port: int | None = None) -> Deployed:
     """Gate → export (reused when done) → smoke-tested file → the server serves it → recorded."""
-    target = resolve(store, ref)
     verdict_id = gate(store, target, sink, cancel)
     exp = export(store, target, [quant], sink=sink, cancel=cancel)
     entry = verified(exp, quant)
     before = current(store)
     previous = served_model(before, get(store, before.export_id)) if before else None
-    row = Deployment(export_id=exp.row.id, file=entry["file"], quant=quant, sha256=entry["sha256"],
-                     checkpoint_id=target.id, base_model=target.base_model, action="deploy",
-                     replaces_id=before.id if before else None, note=f"deployed {target.label} ({quant})")
+    row = deployment.planned(exp.row.id, entry, target, before)
     state = _serve(served_model(row, exp), previous, port)
-    with store.session() as s:
-        s.add(row)
-    _promotion(store, target, verdict_id, "deploy", row.note)
+    deployment.record_deploy(store, row, target, verdict_id)
     return Deployed(row, exp, state)
 
 
 def rollback(store: Store, port: int | None = None) -> Deployed:
     """Serve again what the current deployment replaced (instantly when the server still holds it)."""
     now = current(store)
-    if now is None or now.replaces_id is None:
+    before = deployment.replaced(store, now) if now is not None else None
+    if before is None:
         raise ShipError("nothing to roll back", why="no earlier deployment is recorded")
-    with store.session() as s:
-        before = s.get(Deployment, now.replaces_id)
     exp = get(store, before.export_id)
     model = served_model(before, exp)
     st = server.state()
@@ -123,14 +100,7 @@ def rollback(store: Store, port: int | None = None) -> Deployed:
         state = server.switch(model)
     else:
         state = server.start(model, None, port) if server.desired() else None
-    row = Deployment(export_id=before.export_id, file=before.file, quant=before.quant, sha256=before.sha256,
-                     checkpoint_id=before.checkpoint_id, base_model=before.base_model, action="rollback",
-                     replaces_id=before.replaces_id, note=f"rolled back to {exp.row.label} ({before.quant})")
-    with store.session() as s:
-        s.add(row)
-    target = resolve(store, str(before.checkpoint_id)) if before.checkpoint_id else Target(before.base_model)
-    verdict = passing_verdict(store, before.checkpoint_id) if before.checkpoint_id else None
-    _promotion(store, target, verdict.id if verdict else None, "rollback", row.note)
+    row = deployment.record_served_rollback(store, before, f"rolled back to {exp.row.label} ({before.quant})")
     return Deployed(row, exp, state)
 
 
@@ -141,9 +111,6 @@ def ensure_serving(store: Store, port: int | None = None) -> dict | None:
     now = current(store)
     if now is None:
         return None
-    previous = None
-    if now.replaces_id is not None:
-        with store.session() as s:
-            before = s.get(Deployment, now.replaces_id)
-        previous = served_model(before, get(store, before.export_id))
+    before = deployment.replaced(store, now)
+    previous = served_model(before, get(store, before.export_id)) if before is not None else None
     return server.start(served_model(now, get(store, now.export_id)), previous, port)

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from app.core.base import paths, protocol as P
 from app.core.base.schema import ExportRow
 from app.core.base.store import Store
-from app.core.judge.records import Target, resolve
+from app.core.judge.records import Target
 from app.core.ship.config import QUANTS, ExportConfig
 from app.core.ship.errors import ShipError
 from app.core.workers import WorkerRun
@@ -102,10 +102,9 @@ def history(store: Store, limit: int = 50) -> list[Export]:
         return [Export(r) for r in s.scalars(select(ExportRow).order_by(ExportRow.id.desc()).limit(limit))]
 
 
-def export(store: Store, ref: str | Target, quants: list[str] | None = None, lora: bool = True,
+def export(store: Store, target: Target, quants: list[str] | None = None, lora: bool = True,
            sink: Sink | None = None, cancel: threading.Event | None = None, force: bool = False) -> Export:
     """The target as GGUF (merged + quantized + LoRA GGUF, each smoke-tested); reused when already exported."""
-    target = resolve(store, ref) if isinstance(ref, str) else ref
     config = config_for(target, quants, lora)
     if not force and (hit := cached(store, config.key())) is not None:
         if sink is not None:

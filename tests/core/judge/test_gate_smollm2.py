@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from app.core.judge import promote as J
-from app.core.judge.records import deployed
+from app.core.judge.deployment import deployed
+from app.core.judge.records import resolve
 from app.core.judge.report import EvalSettings
 from app.core.train.spec import Hyper
 from tests.conftest import write_jsonl
@@ -51,7 +52,7 @@ def test_noise_is_inconclusive_a_real_cycle_passes_and_shuffled_targets_fail(sto
                                                                             smollm2_folder, tmp_path):
     ds = build_heldout(store, agent_dir, builder_for(store, smollm2_folder), sessions=SESSIONS, test_share=TEST_SHARE)
     noise = train(manager, Path(ds.path) / "train.jsonl", smollm2_folder, NOISE)
-    unsure, none = J.promote(store, noise, settings=SETTINGS)
+    unsure, none = J.promote(store, resolve(store, noise), settings=SETTINGS)
     print("\nnoise", unsure.reports["candidate"].metrics, "\n", unsure.verdict.reasons)
     assert unsure.verdict.verdict == "inconclusive" and none is None, unsure.verdict.reasons
     assert deployed(store, str(smollm2_folder)) is None  # nothing was promoted
@@ -60,7 +61,7 @@ def test_noise_is_inconclusive_a_real_cycle_passes_and_shuffled_targets_fail(sto
     assert loss.status != "improved" and any("no primary metric" in n for n in unsure.verdict.notes)
 
     good = train(manager, Path(ds.path) / "train.jsonl", smollm2_folder)
-    judged, promoted = J.promote(store, good, settings=SETTINGS)
+    judged, promoted = J.promote(store, resolve(store, good), settings=SETTINGS)
     base, cand = judged.reports["base"].metrics, judged.reports["candidate"].metrics
     print("\nbase", base, "\ngood", cand, "\n", judged.verdict.reasons)
     assert judged.verdict.verdict == "pass", judged.verdict.reasons
@@ -71,7 +72,7 @@ def test_noise_is_inconclusive_a_real_cycle_passes_and_shuffled_targets_fail(sto
     assert all((c.high < 0 if c.metric == "loss" else c.low > 0) for c in improved)  # the interval excludes zero
 
     bad = train(manager, shuffled_targets(Path(ds.path), tmp_path / "shuffled.jsonl"), smollm2_folder)
-    refused, none = J.promote(store, bad, settings=SETTINGS)
+    refused, none = J.promote(store, resolve(store, bad), settings=SETTINGS)
     print("bad", refused.reports["candidate"].metrics, "\n", refused.verdict.reasons)
     assert none is None and refused.verdict.verdict == "fail"
     failed = [c for c in refused.verdict.checks if not c.ok]

@@ -12,7 +12,8 @@ import pytest
 from app.cli.main import main as cli
 from app.core.judge import promote as J
 from app.core.judge.lineage import lineage
-from app.core.judge.records import deployed, evals_of, passing_verdict, resolve
+from app.core.judge.deployment import deployed
+from app.core.judge.records import evals_of, passing_verdict, resolve
 from app.core.judge.report import EvalSettings
 from tests.conftest import fast_hyper
 from tests.core.datasets.helpers import records
@@ -37,14 +38,14 @@ def test_promote_lineage_refuse_and_roll_back(store, manager, agent_dir, agent_m
     model = str(agent_model)
     # A cycle that learned nothing (a vanishing learning rate): no evidence it is better than the base, not promoted.
     idle = train(manager, Path(ds.path) / "train.jsonl", agent_model, learning_rate=1e-9, max_steps=10)
-    unsure, none = J.promote(store, idle.id, settings=SETTINGS)
+    unsure, none = J.promote(store, resolve(store, idle.id), settings=SETTINGS)
     assert unsure.verdict.verdict == "inconclusive" and none is None, unsure.verdict.reasons
     assert deployed(store, model) is None and all(c.ok and c.status != "improved" for c in unsure.verdict.checks)
     assert any("no primary metric" in n for n in unsure.verdict.notes)
     assert all("95 % CI" in c.text for c in unsure.verdict.checks)
 
     good = train(manager, Path(ds.path) / "train.jsonl", agent_model)
-    judged, promoted = J.promote(store, good.id, settings=SETTINGS)
+    judged, promoted = J.promote(store, resolve(store, good.id), settings=SETTINGS)
     cand, base = judged.reports["candidate"], judged.reports["base"]
     assert cand.eval_set == f"{ds.name}/test" and cand.contexts >= 5 and cand.eval_set_sha256 == base.eval_set_sha256
     assert cand.metrics["loss"] < base.metrics["loss"]
@@ -56,7 +57,7 @@ def test_promote_lineage_refuse_and_roll_back(store, manager, agent_dir, agent_m
     assert len(cand.samples) == min(8, cand.contexts) and all(s.teacher and s.prompt for s in cand.samples)
 
     # Lineage of the promoted checkpoint: its dataset's fingerprint and the sessions it came from.
-    info = lineage(store, f"#{judged.target.id}")
+    info = lineage(store, resolve(store, f"#{judged.target.id}"))
     assert info["deployed"] and info["dataset"]["name"] == ds.name
     assert info["dataset"]["fingerprint"] == ds.fingerprint
     trained_on = {s["id"] for s in info["dataset"]["sessions"] if s["split"] == "train"}
@@ -89,7 +90,7 @@ def test_promote_lineage_refuse_and_roll_back(store, manager, agent_dir, agent_m
     worse = [c for c in data["checks"] if not c["ok"] and c["status"] != "missing"]
     assert worse and all(c["low"] <= c["high"] and c["n"] > 0 and c["confidence"] == 0.95
                          for c in worse)
-    idle_info = lineage(store, idle.id)
+    idle_info = lineage(store, resolve(store, idle.id))
     assert idle_info["verdicts"][0]["verdict"] == "fail"
     assert passing_verdict(store, idle_info["checkpoint"]["id"]) is None
     assert deployed(store, model).checkpoint_id == judged.target.id  # the good model stays

@@ -14,7 +14,8 @@ import pytest
 
 from app.cli.main import main as cli
 from app.core.base.schema import EvalRow, VerdictRow
-from app.core.judge.records import deployed, resolve
+from app.core.judge.deployment import deployed
+from app.core.judge.records import resolve
 from app.core.ship import deploy as D, exports as X, serving as S
 from app.core.ship.errors import ShipError
 from tests.conftest import fast_hyper, write_jsonl
@@ -51,7 +52,7 @@ def test_train_export_deploy_chat_second_model_rollback(store, manager, shippabl
     second = train(manager, tmp_path, shippable_model, "{p} is the capital of {c}.")
 
     # Export: merged + quantized by llama.cpp, every file smoke-tested, plus the LoRA GGUF.
-    exp = X.export(store, str(first.id), ["q4_k_m", "q8_0"])
+    exp = X.export(store, first, ["q4_k_m", "q8_0"])
     assert [f["quant"] for f in exp.files] == ["q4_k_m", "q8_0"]
     for f in exp.files:
         assert f["ok"], f["why"]
@@ -59,7 +60,7 @@ def test_train_export_deploy_chat_second_model_rollback(store, manager, shippabl
         assert f["quant_type"] == f["quant"] and (exp.folder / f["file"]).stat().st_size == f["size"]
     assert exp.row.lora_file and (exp.folder / exp.row.lora_file).read_bytes()[:4] == b"GGUF"
     assert exp.meta["stop"] == ["<|im_end|>"] and exp.meta["eos_token"] == "<|im_end|>"
-    assert X.export(store, str(first.id), ["q4_k_m", "q8_0"]).row.id == exp.row.id  # reused, not redone
+    assert X.export(store, first, ["q4_k_m", "q8_0"]).row.id == exp.row.id  # reused, not redone
 
     # The base model from the terminal, placed for LM Studio; Ollama is not installed here: a clear message.
     assert cli(["export", f"base:{shippable_model}", "--quant", "f16", "--ollama", "ns-test",
@@ -81,7 +82,7 @@ def test_train_export_deploy_chat_second_model_rollback(store, manager, shippabl
 
     # Deploy the first: the server answers with the key and refuses without it.
     record_verdict(store, first.id)
-    d1 = D.deploy(store, str(first.id), "q4_k_m", port=0)
+    d1 = D.deploy(store, first, "q4_k_m", port=0)
     assert d1.state["current"]["sha256"] == exp.file("q4_k_m")["sha256"] and d1.state["standby"] is None
     answer = S.chat([*QUESTION], max_tokens=48)
     assert answer["choices"][0]["message"]["content"].strip()
@@ -95,12 +96,12 @@ def test_train_export_deploy_chat_second_model_rollback(store, manager, shippabl
     # A checkpoint the gate failed is refused without touching the server.
     record_verdict(store, second.id, "fail")
     with pytest.raises(ShipError, match="failed the quality gate"):
-        D.deploy(store, str(second.id))
+        D.deploy(store, second)
     assert served_name() == Path(d1.row.file).stem
 
     # Deploy the second: the first stays loaded for an instant rollback.
     record_verdict(store, second.id)
-    d2 = D.deploy(store, str(second.id), "q4_k_m")
+    d2 = D.deploy(store, second, "q4_k_m")
     st = S.state()
     assert st["current"]["name"] == Path(d2.row.file).stem and st["standby"]["name"] == Path(d1.row.file).stem
     assert served_name() == Path(d2.row.file).stem
@@ -118,7 +119,7 @@ def test_train_export_deploy_chat_second_model_rollback(store, manager, shippabl
     data = second_file.read_bytes()
     second_file.write_bytes(data[: len(data) // 2])
     with pytest.raises(ShipError, match="changed since it was exported"):
-        D.deploy(store, str(second.id))
+        D.deploy(store, second)
     with pytest.raises(ShipError, match="refused"):  # the server's own check, when asked directly
         S.switch(S.Model(name="broken", path=str(second_file), sha256=""))
     assert served_name() == Path(d1.row.file).stem

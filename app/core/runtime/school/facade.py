@@ -2,7 +2,7 @@
 Reads come from the store (no runtime needed); commands are written to the store, where the runtime takes them up."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
@@ -14,6 +14,9 @@ from app.core.runtime.machinery import lock
 from app.core.runtime.school import policy as pol
 from app.core.runtime.school.orchestrator import start_now
 from app.core.runtime.school.triggers import meaning, nothing_to_learn, readiness
+
+if TYPE_CHECKING:
+    from app.core.judge.records import Target
 
 GOOD_WEIGHT, BAD_WEIGHT = 2.0, 0.0
 
@@ -48,11 +51,11 @@ class School:
         }
 
     def student(self, base_model: str) -> dict[str, Any]:
-        from app.core.judge.promote import deployed_target
-        from app.core.ship import deploy, serving
+        from app.core.judge.deployment import deployed_target, served
+        from app.core.ship import serving
 
         target = deployed_target(self.store, base_model)
-        row = deploy.current(self.store)
+        row = served(self.store)
         state = serving.state()
         return {"base_model": base_model, "deployed_checkpoint": target.id if target else None,
                 "deployed_label": target.label if target else "base",
@@ -139,10 +142,9 @@ class School:
         reply = serving.chat([{"role": "user", "content": question}], max_tokens=max_tokens)
         return reply["choices"][0]["message"].get("content") or ""
 
-    def evaluate(self, ref: str) -> dict[str, Any]:
+    def evaluate(self, target: Target) -> dict[str, Any]:
+        """A checkpoint (or the base model) measured on its held-out set (the caller resolves what the user named)."""
         from app.core.judge.evaluate import choose_set, evaluate
-        from app.core.judge.records import resolve
 
-        target = resolve(self.store, ref)
         row, report = evaluate(self.store, target, choose_set(self.store, target, None, None))
         return {"eval": row.id, "label": report.label, "metrics": report.metrics, "contexts": report.contexts}

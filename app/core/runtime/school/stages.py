@@ -146,12 +146,12 @@ def _submit(ctx: Ctx, cycle: Cycle, stage: str, file: Path, kind: str, init_adap
 
 def _wait_job(ctx: Ctx, cycle: Cycle, stage: str) -> Outcome:
     """Until the stage's job ends: its checkpoint, or why it failed."""
-    from app.core.judge.records import resolve
+    from app.core.judge.records import of_job
 
     while not ctx.stop.is_set():
         job = _job_of(ctx, cycle, stage)
         if job.state in ("completed", "stopped"):
-            target = resolve(ctx.store, job.id)
+            target = of_job(ctx.store, job.id)
             return Outcome("done", {"job": job.id, "checkpoint": target.id, "adapter": target.adapter,
                                     "steps": _result_steps(job.id)})
         if job.state in ("failed", "cancelled"):
@@ -172,7 +172,7 @@ def _result_steps(job_id: str) -> int | None:
 
 def training(ctx: Ctx, cycle: Cycle) -> Outcome:
     """SFT on the new dataset, starting from the deployed adapter so learning accumulates (replay is in the data)."""
-    from app.core.judge.promote import deployed_target
+    from app.core.judge.deployment import deployed_target
 
     ds = _dataset(ctx, cycle)
     deployed = deployed_target(ctx.store, ds.base_model)
@@ -237,9 +237,10 @@ def _mine(ctx: Ctx, cycle: Cycle, ds, adapter: str) -> dict:
 
 def judging(ctx: Ctx, cycle: Cycle) -> Outcome:
     from app.core.judge.promote import judge
+    from app.core.judge.records import by_id
 
     ref = _candidate(cycle)
-    judged = judge(ctx.store, f"#{ref}", sink=ctx.sink(cycle, "judging"), cancel=ctx.stop)
+    judged = judge(ctx.store, by_id(ctx.store, ref), sink=ctx.sink(cycle, "judging"), cancel=ctx.stop)
     out = {"checkpoint": ref, "verdict": judged.verdict.verdict, "verdict_id": judged.row.id,
            "reasons": judged.verdict.reasons, "evals": {"candidate": judged.row.eval_id,
                                                        "base": judged.row.base_eval_id,
@@ -259,11 +260,13 @@ def _candidate(cycle: Cycle) -> int:
 
 
 def exporting(ctx: Ctx, cycle: Cycle) -> Outcome:
+    from app.core.judge.records import by_id
     from app.core.ship.deploy import verified
     from app.core.ship.exports import export
 
     ref = cycle.outputs["judging"]["checkpoint"]
-    exp = export(ctx.store, f"#{ref}", [ctx.policy.quant], sink=ctx.sink(cycle, "exporting"), cancel=ctx.stop)
+    exp = export(ctx.store, by_id(ctx.store, ref), [ctx.policy.quant], sink=ctx.sink(cycle, "exporting"),
+                 cancel=ctx.stop)
     entry = verified(exp, ctx.policy.quant)  # a file that failed its smoke test (e.g. it rambles) ends the cycle here
     gguf = _served_check(ctx, cycle, ref, exp.path(ctx.policy.quant))
     if ctx.stop.is_set():
@@ -278,10 +281,10 @@ def _served_check(ctx: Ctx, cycle: Cycle, ref: int, path: Path) -> dict:
     beside the checkpoint's own figures, and flagged when it loses too much (a failure is recorded, not fatal)."""
     from app.core.judge.evaluate import choose_set
     from app.core.judge.gguf import served_vs_trained, settings_of
-    from app.core.judge.records import JudgeError, resolve
+    from app.core.judge.records import JudgeError, by_id
 
     try:
-        target = resolve(ctx.store, f"#{ref}")
+        target = by_id(ctx.store, ref)
         settings = settings_of(ctx.store, (cycle.outputs["judging"].get("evals") or {}).get("candidate"))
         return served_vs_trained(ctx.store, target, path, choose_set(ctx.store, target), ctx.policy.quant, settings,
                                  sink=ctx.sink(cycle, "exporting"), cancel=ctx.stop)
@@ -291,6 +294,7 @@ def _served_check(ctx: Ctx, cycle: Cycle, ref: int, path: Path) -> dict:
 
 def deploying(ctx: Ctx, cycle: Cycle) -> Outcome:
     """auto: deploy now; ask: wait for approval (or refusal); never: the export is the cycle's result."""
+    from app.core.judge.records import by_id
     from app.core.ship.deploy import deploy
 
     decision = cycle.inputs.get("approval")
@@ -301,8 +305,8 @@ def deploying(ctx: Ctx, cycle: Cycle) -> Outcome:
     if ctx.policy.deploy == "ask" and decision != "approved":
         return Outcome("wait", reason="waiting for approval to deploy")
     ref = cycle.outputs["judging"]["checkpoint"]
-    done = deploy(ctx.store, f"#{ref}", ctx.policy.quant, sink=ctx.sink(cycle, "deploying"), cancel=ctx.stop,
-                  port=ctx.policy.port)
+    done = deploy(ctx.store, by_id(ctx.store, ref), ctx.policy.quant, sink=ctx.sink(cycle, "deploying"),
+                  cancel=ctx.stop, port=ctx.policy.port)
     return Outcome("finished", {"deployed": done.row.id, "checkpoint": ref, "sha256": done.row.sha256,
                                 "file": done.row.file})
 
