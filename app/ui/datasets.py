@@ -9,10 +9,10 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from sqlalchemy import func, select
 
-from app.core.base import protocol as P
+from app.core.base import protocol
 from app.core.base.schema import AgentSession, BuiltDataset
 from app.core.base.store import Store
-from app.core.datasets import manifest as M
+from app.core.datasets import manifest
 from app.core.datasets.catalog import Registry
 from app.core.datasets.config import BuildConfig
 from app.core.datasets.splits import SPLITS
@@ -69,7 +69,7 @@ class DatasetsController(QObject):
         """Hash the dataset's files against its manifest on a thread; `verified(name, problems)` follows."""
         def check() -> None:
             try:
-                problems = M.verify(Path(folder))
+                problems = manifest.verify(Path(folder))
             except OSError as exc:
                 problems = [f"the folder cannot be read: {exc}"]
             try:
@@ -117,7 +117,7 @@ class DatasetsController(QObject):
     def _follow(self, run: DatasetRun) -> None:
         try:
             for env in run.events():
-                if isinstance(env.body, (P.Progress, P.Log)):
+                if isinstance(env.body, (protocol.Progress, protocol.Log)):
                     self._event.emit(env.body)
             outcome = run.finish()
         except Exception as exc:  # noqa: BLE001 - reported as a failed build
@@ -130,8 +130,8 @@ class DatasetsController(QObject):
     def _on_checked(self, name: str, problems: list[str]) -> None:
         self.verified.emit(name, problems)
 
-    def _on_event(self, body: P.Progress | P.Log) -> None:
-        if isinstance(body, P.Progress):
+    def _on_event(self, body: protocol.Progress | protocol.Log) -> None:
+        if isinstance(body, protocol.Progress):
             self.progress.emit(body.phase, body.step, body.total, body.eta_s)
         else:
             self.log.emit(body.message)
@@ -164,7 +164,7 @@ class Details:
 
     name: str
     folder: Path
-    manifest: M.Manifest | None = None
+    manifest: manifest.Manifest | None = None
     report: dict = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -176,17 +176,17 @@ class Details:
 def read_details(name: str, folder: Path) -> Details:
     out = Details(name, folder)
     try:
-        out.manifest = M.read(folder)
+        out.manifest = manifest.read(folder)
     except (OSError, ValueError) as exc:
-        out.problems.append(f"{M.MANIFEST} cannot be read: {exc}")
-    path = folder / M.REPORT
+        out.problems.append(f"{manifest.MANIFEST} cannot be read: {exc}")
+    path = folder / manifest.REPORT
     try:
         if path.stat().st_size > MAX_REPORT:
-            out.problems.append(f"{M.REPORT} is larger than {MAX_REPORT // 1024**2} MiB: not loaded")
+            out.problems.append(f"{manifest.REPORT} is larger than {MAX_REPORT // 1024**2} MiB: not loaded")
         else:
             out.report = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        out.problems.append(f"{M.REPORT} cannot be read: {exc}")
+        out.problems.append(f"{manifest.REPORT} cannot be read: {exc}")
     return out
 
 
@@ -249,8 +249,8 @@ class Preview:
 
     def __init__(self, folder: Path, sizes: dict[str, int]) -> None:
         self.sizes = sizes
-        self.lines = JsonlLines(folder / M.PREVIEW)
-        self.records = {s: JsonlLines(folder / M.SPLIT_FILES[s]) for s in SPLITS}
+        self.lines = JsonlLines(folder / manifest.PREVIEW)
+        self.records = {s: JsonlLines(folder / manifest.SPLIT_FILES[s]) for s in SPLITS}
         self.first, at = {}, 0
         for s in SPLITS:
             self.first[s], at = at, at + sizes.get(s, 0)
@@ -262,10 +262,10 @@ class Preview:
         except (OSError, ValueError) as exc:
             return Example(problem=f"cannot read the example: {exc}")
         if not line:
-            return Example(problem=f"{M.PREVIEW} has no line for {split} example {index + 1}")
+            return Example(problem=f"{manifest.PREVIEW} has no line for {split} example {index + 1}")
         out = Example(line.get("id", ""), line.get("segments") or [])
         if line.get("split") != split:
-            out.problem = f"{M.PREVIEW} is out of order: this line belongs to {line.get('split')!r}"
+            out.problem = f"{manifest.PREVIEW} is out of order: this line belongs to {line.get('split')!r}"
         if record and record.get("id") == out.id:
             out.tokens, out.trained = record.get("tokens"), record.get("trained")
             out.session_id, out.window, out.source = record.get("session_id", ""), record.get("window", 0), \

@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.ui.experience import (
-    ExperienceController,
+from app.ui.experience import ExperienceController
+from app.ui.experience_words import (
     budget_line,
     buffer_headline,
     buffer_sentence,

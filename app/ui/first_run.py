@@ -3,202 +3,21 @@ once (finished or skipped, `app.core.base.first_run`), every choice saved to the
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QWidget, QWizard
+from PySide6.QtWidgets import QWidget, QWizard
 
 from app.core.base import first_run
 from app.core.base.errors import Explained
 from app.core.base.store import Store
-from app.core.capture.found import agent_folders
 from app.core.capture.sources import CaptureConfig
 from app.core.runtime.school import policy
-from app.ui.background import BackgroundController
-from app.ui.first_run_pages import AgentsPage, ExcludePage, ModelPage, Page, PolicyPage
-from app.ui.kit import DIM_STYLE, GOOD_STYLE, WARN_STYLE, label
+from app.ui.first_run_pages import AgentsPage, ExcludePage, PolicyPage
+from app.ui.first_run_training import EnginePage, ModelPage
+from app.ui.first_run_work import WizardWork, real_engine
 
 NO_FIRST_RUN = "NIGHTSCHOOL_NO_FIRST_RUN"  # "1": never show the wizard (tests that build the window set it)
-
-
-class WizardWork(BackgroundController):
-    """The wizard's work off the GUI thread: the agents' folders, the engine's status and its setup (progress, result
-    and refusal come back on the GUI thread as signals; nothing comes back after `close`)."""
-
-    found = Signal(object)  # list[AgentFolders]
-    look_failed = Signal(object)  # Explained
-    status = Signal(object)  # EngineStatus
-    progress = Signal(object)  # SetupProgress
-    done = Signal(object)  # EngineStatus after a setup
-    failed = Signal(object)  # Explained (what / why / fix) from the engine's status or setup
-
-    def __init__(self, engine: Any) -> None:
-        super().__init__()
-        self.engine = engine
-        self.stop: threading.Event | None = None
-
-    def look(self, config: CaptureConfig) -> None:
-        self._thread("first-run-look", lambda: agent_folders(config), self.found, self.look_failed,
-                     "Could not look at the agents' folders")
-
-    def read_status(self, check: bool = False) -> None:
-        """The engine's status; check: with the import probe (a few seconds)."""
-        read = (lambda: self.engine.status(check=True)) if check else self.engine.status
-        self._thread("first-run-engine", read, self.status, self.failed, "Could not check the training engine")
-
-    def setup(self, repair: bool = False) -> None:
-        """engine.run on a thread (busy meanwhile); Cancel sets the stop event it watches."""
-        if self.busy:
-            return
-        self.stop = stop = threading.Event()
-        self._set_busy(True)
-
-        def run():
-            return self.engine.run(on_progress=lambda p: self._post(self.progress.emit, (p,)), stop=stop,
-                                   repair=repair)
-
-        self._thread("first-run-setup", run, self.done, self.failed, "The engine setup stopped", setup=True)
-
-    def cancel(self) -> None:
-        if self.stop is not None:
-            self.stop.set()
-
-    def close(self) -> None:
-        self.cancel()
-        self._closed = True
-
-    def _thread(self, name: str, call: Callable, signal, failed, words: str, setup: bool = False) -> None:
-        def refused(exc: Exception) -> None:  # shown as what / why / fix, the wizard goes on
-            if not isinstance(exc, Explained):
-                exc = Explained(words, why=f"unexpected {type(exc).__name__}: {exc}",
-                                fix="go on without it and try again later")
-            self._ended(setup, failed.emit, (exc,))
-
-        self._on_thread(name, call, lambda result: self._ended(setup, signal.emit, (result,)), refused)
-
-    def _ended(self, setup: bool, emit: Callable, args: tuple) -> None:
-        if setup:
-            self._set_busy(False)
-        emit(*args)
-
-
-STATES = {"ready": ("The training engine is ready.", GOOD_STYLE, ""),
-          "external": ("Nothing to set up: the training engine is already there.", GOOD_STYLE, ""),
-          "missing": ("The training engine is not installed yet.", WARN_STYLE, "Set up now"),
-          "partial": ("The training engine is partly installed.", WARN_STYLE, "Set up now"),
-          "outdated": ("The training engine is from another version of Nightschool.", WARN_STYLE, "Set up again"),
-          "broken": ("The training engine is damaged.", WARN_STYLE, "Repair")}
-
-
-def sentence(text: str) -> str:
-    text = text.strip()
-    return text[:1].upper() + text[1:] + ("" if not text or text.endswith((".", "!", "?")) else ".")
-
-
-class EnginePage(Page):
-    """The training engine's environment: its state, and a setup with progress, Cancel and what / why / fix."""
-
-    def __init__(self, work: WizardWork) -> None:
-        super().__init__("Engine", "Training runs in its own Python environment with PyTorch. It is set up once; the "
-                                   "download is large (hundreds of megabytes to a few gigabytes).")
-        self.work, self.asked, self.repair = work, False, False
-        self.state = label("Checking the training engine…")
-        self.detail, self.python = label(), label(style=DIM_STYLE, selectable=True)
-        self.setup_button, self.cancel_button = QPushButton("Set up now"), QPushButton("Cancel")
-        self.bar = QProgressBar()
-        self.bar.setRange(0, 1000)
-        self.stage, self.size = label(), label(style=DIM_STYLE)
-        for widget in (self.state, self.detail, self.python):
-            self.box.addWidget(widget)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.setup_button)
-        buttons.addWidget(self.cancel_button)
-        buttons.addStretch(1)
-        self.box.addLayout(buttons)
-        for widget in (self.bar, self.stage, self.size):
-            self.box.addWidget(widget)
-        self.setup_button.clicked.connect(self.start)
-        self.cancel_button.clicked.connect(self.cancel)
-        work.status.connect(self.show_status)
-        work.progress.connect(self.show_progress)
-        work.done.connect(self.show_status)
-        work.failed.connect(self.show_error)
-        work.busy_changed.connect(lambda _busy: self.completeChanged.emit())
-        self._running(False)
-        for widget in (self.setup_button, self.detail, self.python):
-            widget.hide()
-        self.finish("You can go on without it and set it up later: the app offers it again at start, "
-                    "or `nightschool engine setup`.")
-
-    def initializePage(self) -> None:
-        if self.work.engine is None:
-            self.state.setText("Engine setup is not part of this build.")
-        elif not self.asked:
-            self.asked = True
-            self.work.read_status()
-
-    def isComplete(self) -> bool:
-        return not self.work.busy
-
-    def show_status(self, status: Any) -> None:
-        self._running(False)
-        words, style, button = STATES.get(status.state, (f"The training engine is {status.state}.", WARN_STYLE,
-                                                          "Set up now"))
-        self.state.setText(words)
-        self.state.setStyleSheet(style)
-        self.detail.setText(sentence(status.detail or ""))
-        self.detail.setVisible(bool(status.detail))
-        self.python.setText(f"Python: {status.python}" if status.python else "")
-        self.python.setVisible(bool(status.python))
-        self.footnote.setVisible(status.state not in ("ready", "external"))
-        self.repair = status.state == "broken"
-        self.setup_button.setText(button or "Set up now")
-        self.setup_button.setVisible(bool(button))
-
-    def start(self) -> None:
-        self.error.clear()
-        self.stage.setText("Starting…")
-        self.size.clear()
-        self.bar.setValue(0)
-        self._running(True)
-        self.work.setup(repair=self.repair)
-
-    def cancel(self) -> None:
-        self.work.cancel()
-        self.cancel_button.setEnabled(False)
-        self.stage.setText("Stopping…")
-
-    def show_progress(self, p: Any) -> None:
-        """A SetupProgress: its words and share (the terminal's `nightschool engine setup` says the same)."""
-        stage, size = p.words()
-        self.stage.setText(stage)
-        self.size.setText(size)
-        self.bar.setValue(p.share())
-
-    def show_error(self, error: Explained | str) -> None:
-        """A failed (or cancelled) setup or status read: what / why / fix, then the state as it is now."""
-        super().show_error(error)
-        if not self.work.busy and not self.bar.isHidden():  # a setup ended: what is installed now?
-            self._running(False)
-            self.work.read_status()
-
-    def _running(self, running: bool) -> None:
-        for widget in (self.bar, self.stage, self.size, self.cancel_button):
-            widget.setVisible(running)
-        self.cancel_button.setEnabled(running)
-        self.setup_button.setEnabled(not running)
-
-
-def real_engine() -> Any:
-    """The training engine's environment module, or None when this build has none."""
-    try:
-        from app.core.enginenv import setup as envsetup
-    except ImportError:
-        return None
-    return envsetup
 
 
 class FirstRunWizard(QWizard):

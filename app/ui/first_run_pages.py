@@ -1,4 +1,5 @@
-"""The first-run wizard's pages (views: given the current settings, they return the choices; the wizard saves them)."""
+"""The first-run wizard's page base and its capture and schedule pages: agents found, projects kept out, when to learn
+(views: given the current settings, they return the choices; the wizard saves them)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -7,17 +8,14 @@ from pathlib import Path
 from pydantic import ValidationError
 from PySide6.QtCore import Qt, QTime
 from PySide6.QtWidgets import (
-    QButtonGroup,
     QCheckBox,
     QComboBox,
-    QFileDialog,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QListWidget,
     QPushButton,
-    QRadioButton,
     QSpinBox,
     QTimeEdit,
     QVBoxLayout,
@@ -29,8 +27,6 @@ from app.core.base import settings
 from app.core.base.errors import Explained
 from app.core.capture.found import AgentFolders
 from app.core.runtime.school.policy import Policy, window_bounds
-from app.core.train.modelref import HUB_ID, ModelRefError, check_model_folder, is_embedded
-from app.core.train.spec import DEFAULT_MODEL
 from app.ui.kit import BAD_STYLE, DIM_STYLE, GOOD_STYLE, WARN_STYLE, label
 
 DEPLOY = {"auto": "Use it right away", "ask": "Ask me first", "never": "Keep it aside (I deploy by hand)"}
@@ -116,92 +112,6 @@ def _count_words(agent: AgentFolders) -> str:
     if not agent.found:
         return "not found"
     return f"{agent.sessions} session{'s' * (agent.sessions != 1)}" if agent.sessions else "no sessions yet"
-
-
-class ModelPage(Page):
-    """The base model the student starts from: the embedded default, a local folder, or a hub id."""
-
-    def __init__(self, current: str) -> None:
-        super().__init__("Base model", "The student starts from a small open model and learns on top of it.")
-        self.group = QButtonGroup(self)
-        self.default = self._option("The built-in model: SmolLM2-135M-Instruct",
-                                    "Small, trains on an ordinary laptop, nothing to download.")
-        self.folder = self._option("A model folder on this computer",
-                                   "A Hugging Face model folder: config.json, weights and tokenizer files.")
-        self.folder_edit, browse = QLineEdit(), QPushButton("Choose…")
-        browse.clicked.connect(self._browse)
-        self.box.addLayout(_row(self.folder_edit, browse))
-        self.hub = self._option("A model on the Hugging Face hub",
-                                "Downloaded when first used: this needs a reachable hub (internet or a mirror).")
-        self.hub_edit = QLineEdit()
-        self.hub_edit.setPlaceholderText("e.g. HuggingFaceTB/SmolLM2-360M-Instruct")
-        self.box.addLayout(_row(self.hub_edit))
-        self._select(current)
-        self.group.buttonToggled.connect(lambda *_: self._enable())
-        self._enable()
-        self.finish("Change it later with `nightschool school policy base_model …`.")
-
-    def _option(self, text: str, note: str) -> QRadioButton:
-        button = QRadioButton(text)
-        self.group.addButton(button)
-        self.box.addWidget(button)
-        self.box.addLayout(_row(label(note, DIM_STYLE)))
-        return button
-
-    def _select(self, current: str) -> None:
-        if is_embedded(current):
-            self.default.setChecked(True)
-        elif Path(current).expanduser().exists() or current.startswith(("/", ".", "~")):
-            self.folder.setChecked(True)
-            self.folder_edit.setText(current)
-        else:
-            self.hub.setChecked(True)
-            self.hub_edit.setText(current)
-
-    def _enable(self) -> None:
-        self.folder_edit.setEnabled(self.folder.isChecked())
-        self.hub_edit.setEnabled(self.hub.isChecked())
-        self.error.clear()
-
-    def _browse(self) -> None:
-        chosen = QFileDialog.getExistingDirectory(self, "Choose a model folder", self.folder_edit.text())
-        if chosen:
-            self.folder.setChecked(True)
-            self.folder_edit.setText(chosen)
-            self.validatePage()
-
-    def choice(self) -> str:
-        if self.folder.isChecked():
-            return str(Path(self.folder_edit.text().strip()).expanduser().resolve())
-        return self.hub_edit.text().strip() if self.hub.isChecked() else DEFAULT_MODEL
-
-    def check(self) -> None:
-        """Raise ModelRefError for a choice the app would refuse."""
-        if self.folder.isChecked():
-            if not self.folder_edit.text().strip():
-                raise ModelRefError("No model folder chosen", fix="click Choose… or use the built-in model")
-            check_model_folder(Path(self.choice()))
-        elif self.hub.isChecked() and not HUB_ID.match(self.choice()):
-            raise ModelRefError(f"{self.choice()!r} is not a hub id" if self.choice() else "No hub id given",
-                                why="a hub id is owner/name",
-                                fix="type one like HuggingFaceTB/SmolLM2-360M-Instruct, or use the built-in model")
-
-    def validatePage(self) -> bool:
-        try:
-            self.check()
-        except ModelRefError as exc:
-            self.show_error(exc)
-            return False
-        self.error.clear()
-        return True
-
-
-def _row(*widgets: QWidget) -> QHBoxLayout:
-    row = QHBoxLayout()
-    row.setContentsMargins(24, 0, 0, 6)
-    for widget in widgets:
-        row.addWidget(widget)
-    return row
 
 
 class ExcludePage(Page):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from app.core.base import protocol as P
+from app.core.base import protocol
 from app.core.base.paths import SetupError
 from app.core.datafiles.chatfile import DatasetError
 from app.core.train.jobs import ACTIVE, JobManager
@@ -142,7 +142,7 @@ class TrainingController(QObject):
         self._followers.clear()
 
     # --- events ------------------------------------------------------------------------------
-    def _on_event(self, job_id: str, env: P.Envelope) -> None:
+    def _on_event(self, job_id: str, env: protocol.Envelope) -> None:
         """The shared view folds the event in; the signals tell the panel what to redraw."""
         update = apply(self.jobs[job_id], env)
         for name, step in update.rewound:
