@@ -183,7 +183,7 @@ def _finish(state: _Parse, path: Path) -> None:
 
 def _assemble(session: Session, nodes: list[_Node]) -> None:
     """messages = root -> last node that carries a message; every other leaf's own segment -> abandoned."""
-    parents, by_key = _resolve_parents(nodes), {n.key: n for n in nodes}
+    parents, by_key = _chain_responses(nodes, _resolve_parents(nodes)), {n.key: n for n in nodes}
     ends = [n for n in nodes if n.messages] or nodes
     path = _walk(ends[-1].key, parents, set()) if ends else []
     session.messages = _merge([by_key[k] for k in path])
@@ -204,6 +204,33 @@ def _resolve_parents(nodes: list[_Node]) -> dict[str, str | None]:
     for node in nodes:
         parents[node.key] = (node.parent if node.parent in keys and node.parent != node.key else None) or previous
         previous = node.key
+    return parents
+
+
+def _chain_responses(nodes: list[_Node], parents: dict[str, str | None]) -> dict[str, str | None]:
+    """One API response as one chain, not a fan of leaves (Claude Code 2.x): it writes each block of a response as
+    its own line (A -> B -> C), parallel tool results each under the line of their call (R_A -> A, R_B -> B), and
+    the next response under the last result written; read as a tree, every other result, and every call after the
+    one whose result came last, would be a dead leaf (an "abandoned branch" that nobody rewound). So a response's
+    lines, the results that answer only its calls, and the next record hanging off any of them follow each other
+    in file order: each is re-hung under the response's latest member (its tail). Only records whose parent is
+    already a member move; a line of another response or a real rewind (a new prompt under an earlier point of the
+    chain, outside any fan) keeps its parent."""
+    member: dict[str, str] = {}  # node key -> api id of the response it belongs to
+    tail: dict[str, str] = {}  # api id -> its latest member
+    calls: dict[str, set[str]] = {}  # api id -> call ids its lines made
+    for node in nodes:
+        group = member.get(parents.get(node.key) or "")
+        if group is not None:
+            parents[node.key] = tail[group]
+        if node.api_id and (group == node.api_id or node.api_id not in tail):  # a line of a response
+            member[node.key], tail[node.api_id] = node.api_id, node.key
+            calls.setdefault(node.api_id, set()).update(
+                p.call_id for m in node.messages for p in m.tool_calls() if p.call_id)
+        elif group is not None and not node.api_id:
+            answers = {p.call_id for m in node.messages if m.role == "tool" for p in m.parts if p.call_id}
+            if answers and answers <= calls[group]:  # its results: the response goes on after them
+                member[node.key], tail[group] = group, node.key
     return parents
 
 
