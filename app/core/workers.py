@@ -25,7 +25,7 @@ class WorkerRun:
         self.id = uuid.uuid4().hex[:10]
         self.folder = (root if root is not None else paths.work_dir()) / self.id
         self.folder.mkdir(parents=True)
-        spec = {**spec, "job": self.id, "out": str(self.folder / "out"), "db": str(store.path),
+        spec = {**spec, "job": self.id, "out": str(self.folder / "out"), "db": store.where,
                 "models_dir": str(paths.models_dir())}
         self.spec_path = self.folder / "spec.json"
         self.spec_path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
