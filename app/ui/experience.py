@@ -8,7 +8,6 @@ import dataclasses
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from PySide6.QtCore import QTimer, Signal
@@ -17,23 +16,11 @@ from app.core.base.errors import Explained
 from app.core.base.store import Store
 from app.core.experience import buffer, config, corrections, keys, teacher
 from app.ui.background import PolledController
-from app.ui.experience_words import key_words, run_words
+from app.ui.experience_words import Snapshot, key_words, run_words
 
 REFRESH_MS = 3000
 SHOWN = 200  # flagged answers read for the table
 PREVIEWED = 50  # waiting corrections read with their request (for the preview)
-
-
-@dataclass
-class Snapshot:
-    """What the tab shows, read in one go."""
-
-    buffer: config.BufferConfig
-    teacher: config.TeacherConfig
-    counts: dict[str, Any]
-    flagged: list[dict] = field(default_factory=list)  # newest first: entries with a reason (flagged or corrected)
-    waiting: list[dict] = field(default_factory=list)  # corrections waiting for review, with "entry" (request)
-    usage: dict | None = None  # today's tokens, the daily budget, blocked_until
 
 
 def read_snapshot(store: Store) -> Snapshot:

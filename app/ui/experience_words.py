@@ -1,20 +1,30 @@
 """What the Experience tab says: pure functions of the controller's snapshot, the key's place and a run's result."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from app.core.base.words import grouped
+from app.core.experience import config
 from app.ui.kit import local_time
-
-if TYPE_CHECKING:
-    from app.core.experience import config
-    from app.ui.experience import Snapshot
 
 REASON_WORDS = {"invalid_tool_call": "invalid tool call", "rambled": "ran to the token limit",
                 "empty": "empty answer", "client": "marked bad by the client",
                 "contradicted": "contradicted by a teacher session"}
 NOTHING_DUE = "no flagged answer is due (each has a correction or waits out its cooldown)"
 STATE_WORDS = {"recorded": "fine", "flagged": "waits for a correction", "corrected": "corrected"}
+
+
+@dataclass
+class Snapshot:
+    """What the tab shows, read in one go."""
+
+    buffer: config.BufferConfig
+    teacher: config.TeacherConfig
+    counts: dict[str, Any]
+    flagged: list[dict] = field(default_factory=list)  # newest first: entries with a reason (flagged or corrected)
+    waiting: list[dict] = field(default_factory=list)  # corrections waiting for review, with "entry" (request)
+    usage: dict | None = None  # today's tokens, the daily budget, blocked_until
 
 
 def tokens(n: Any) -> str:

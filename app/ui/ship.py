@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -18,6 +17,7 @@ from app.core.ship import deploy as D, exports as X, lmstudio, ollama, serving a
 from app.core.ship.errors import ShipError
 from app.ui.background import BackgroundController
 from app.ui.judge import read_choices as judge_choices
+from app.ui.kit import local_time
 
 MARKS = {"pass": "✓", "fail": "✗", "inconclusive": "?", None: "–", "base": "◆"}
 CHAT_TURNS = 8  # messages of the conversation sent with each question (the model's context is small)
@@ -64,13 +64,6 @@ class Snapshot:
 def model_stem(choice: ShipChoice) -> str:
     """The default model name for Ollama / LM Studio (the export's file stem: <base>-ck<ID> or <base>-base)."""
     return X.stem_of(choice.base_model, choice.checkpoint_id)
-
-
-def local_time(when: datetime | None) -> str:
-    if when is None:
-        return ""
-    when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
-    return when.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
 def answer_of(body: dict) -> str:
