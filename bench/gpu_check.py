@@ -437,6 +437,8 @@ def check_park(ctx: dict) -> dict:
     try:
         state = _wait_for(lambda: _read_json(state_dir / "server.json"), proc, 120, log)
         url, head = f"http://127.0.0.1:{state['port']}", {"Authorization": "Bearer gpu-check-key"}
+        # server.json is written once the port is bound, before uvicorn listens on it: wait for /health
+        _wait_for(lambda: _healthy(requests, url), proc, 60, log)
         ps = psutil.Process(proc.pid)
 
         def reading() -> dict:
@@ -490,6 +492,13 @@ def _gguf(ctx: dict) -> Path:
         return embedded_gguf()
     except Exception as exc:  # noqa: BLE001
         raise Failed("no GGUF to serve", str(exc), "pass --gguf FILE or --assets DIR (see --prepare)") from exc
+
+
+def _healthy(requests, url: str) -> bool | None:
+    try:
+        return True if requests.get(f"{url}/health", timeout=2).status_code == 200 else None
+    except requests.RequestException:
+        return None
 
 
 def _read_json(path: Path) -> dict | None:
