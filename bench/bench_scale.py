@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
 
         folder, label = tokenizer_folder(tmp, None)
         renderer = Renderer(AutoTokenizer.from_pretrained(folder), label)
-        store = Store(tmp / "scale.db")
+        store = Store()  # the data dir's own store, the one `capture status` opens
         corpus = Corpus(store)
         print(f"before: {load_line()}")
         rows: dict[int, dict[str, float]] = {}
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             corpus.grow(size - corpus.size)
             made = time.perf_counter() - t
             rows[size] = measure(corpus, renderer, tmp, args.new)
-            mb = (tmp / "scale.db").stat().st_size / 1024**2
+            mb = store.path.stat().st_size / 1024**2
             print(f"{size:>7} sessions generated in {made:.0f} s ({mb:,.0f} MB store); {load_line()}", flush=True)
         names = list(rows[sizes[0]])
         print(f"\n{'':24}" + "".join(f"{s:>11,}" for s in sizes) + f"{'last/first':>12}")
