@@ -85,9 +85,7 @@ def _worker(config: EvalConfig) -> tuple[str, dict]:
     """The worker and spec of an evaluation: transformers (engine.workers.evaluate), or llama.cpp on an f16 GGUF the
     worker converts the model to (engine.workers.evaluate_gguf with no file named)."""
     if config.settings.evaluator == "llama.cpp":
-        from app.core.judge.gguf import GgufEvalConfig
-
-        return "engine.workers.evaluate_gguf", {"config": GgufEvalConfig(**config.model_dump()).model_dump()}
+        return "engine.workers.evaluate_gguf", {"config": config.model_dump()}  # GgufEvalConfig's own fields default
     return "engine.workers.evaluate", {"config": config.model_dump()}
 
 

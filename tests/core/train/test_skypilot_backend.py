@@ -39,7 +39,7 @@ def test_the_task_is_skypilots_own_and_valid(tmp_path):
     assert isinstance(task, sky.Task)
     yaml = task.to_yaml_config()
     assert yaml["file_mounts"][MOUNT] == {"source": "s3://ns-checkpoints", "persistent": True, "mode": "MOUNT_CACHED"}
-    assert yaml["run"].endswith("python -m app.core.train.backends.entry --spec spec.json")
+    assert yaml["run"].endswith("python -m engine.train.remote_entry --spec spec.json")
     assert "torch" in yaml["setup"] and yaml["resources"]["use_spot"] is True
     assert sorted(p.name for p in folder.iterdir()) == ["dataset.jsonl", "spec.json"]  # what travels
     remote = json.loads((folder / "spec.json").read_text())

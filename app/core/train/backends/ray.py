@@ -52,9 +52,10 @@ def token() -> str | None:
 
 def _packages() -> list[str]:
     import app
-    import engine
 
-    return [str(Path(app.__file__).parent), str(Path(engine.__file__).parent)]
+    from app.core.base.paths import CODE_ROOT
+
+    return [str(Path(app.__file__).parent), str(CODE_ROOT / "engine")]
 
 
 class RayBackend:
@@ -114,7 +115,7 @@ class RayBackend:
         rec.submission_id = f"nightschool-{spec.job_id}-{rec.attempts}"
         try:
             self.client().submit_job(
-                entrypoint="python -m app.core.train.backends.entry --spec spec.json",
+                entrypoint="python -m engine.train.remote_entry --spec spec.json",
                 submission_id=rec.submission_id,
                 runtime_env={"working_dir": str(folder), "py_modules": _packages(), "excludes": EXCLUDES,
                              "env_vars": {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE":

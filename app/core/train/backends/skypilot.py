@@ -46,9 +46,10 @@ def _sky():
 
 def _packages() -> dict[str, str]:
     import app
-    import engine
 
-    return {f"{CODE}/app": str(Path(app.__file__).parent), f"{CODE}/engine": str(Path(engine.__file__).parent)}
+    from app.core.base.paths import CODE_ROOT
+
+    return {f"{CODE}/app": str(Path(app.__file__).parent), f"{CODE}/engine": str(CODE_ROOT / "engine")}
 
 
 def task_config(job_id: str, stage_dir: Path, bucket: str, accelerators: str = "", infra: str = "",
@@ -69,7 +70,7 @@ def task_config(job_id: str, stage_dir: Path, bucket: str, accelerators: str = "
         "setup": "python -m pip install --upgrade pip && python -m pip install "
                  + " ".join(f"'{r}'" for r in ENGINE_REQUIREMENTS),
         "run": f"PYTHONPATH={CODE} TOKENIZERS_PARALLELISM=false "
-               "python -m app.core.train.backends.entry --spec spec.json",
+               "python -m engine.train.remote_entry --spec spec.json",
     }
 
 

@@ -1,4 +1,4 @@
-"""The remote side of a Ray/SkyPilot job: `python -m app.core.train.backends.entry --spec spec.json` puts the staged
+"""The remote side of a Ray/SkyPilot job: `python -m engine.train.remote_entry --spec spec.json` puts the staged
 dataset in the remote run dir, runs the same `python -m engine --spec spec.json`, prints each engine event as an
 `NSEV <json>` line (the log is the event channel home) and forwards control files to the engine's socket."""
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _forward_controls(spec: JobSpec, folder: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.core.train.backends.entry")
+    parser = argparse.ArgumentParser(prog="python -m engine.train.remote_entry")
     parser.add_argument("--spec", required=True, type=Path)
     args = parser.parse_args(argv)
     staged = args.spec.resolve().parent
