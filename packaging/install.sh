@@ -54,7 +54,7 @@ fi
 step "nightschool${EXTRAS}"
 "${PIP[@]}" install --find-links "$WHEELS" -c packaging/constraints.txt -e ".${EXTRAS}"
 step "llama.cpp's GGUF converter (from the kept source, next to the installed llama-cpp-python)"
-.venv/bin/python -c "from engine import llama_tools; print(llama_tools.converter().parent)"
+.venv/bin/python -c "from engine.workers import llama_tools; print(llama_tools.converter().parent)"
 # the window's system libraries (the .deb's Depends): a warning with the apt-get line, never a failed install
 bash packaging/check_depends.sh packaging/deb/depends.txt
 step "done: .venv/bin/nightschool"
