@@ -15,6 +15,7 @@ from pathlib import Path
 
 from app.cli.common import open_store, print_json
 from app.core.base import paths
+from app.core.runtime.machinery.bus import Kind
 
 log = logging.getLogger("nightschool.daemon")
 LOG_BYTES, LOG_KEEP = 5_000_000, 3
@@ -77,17 +78,17 @@ def status_clean(text: str, limit: int = 200) -> str:
 def status_of(event: dict) -> str | None:
     """A bus event as the service's STATUS line (None: not worth a line)."""
     kind, c = event.get("type"), event.get("cycle")
-    if kind == "cycle.started":
+    if kind == Kind.CYCLE_STARTED:
         return f"cycle {c}: started ({event.get('trigger')})"
-    if kind == "cycle.stage":
+    if kind == Kind.CYCLE_STAGE:
         return f"cycle {c}: {event.get('stage')}" + (" (resumed)" if event.get("resumed") else "")
-    if kind == "school.waiting":
+    if kind == Kind.SCHOOL_WAITING:
         return f"cycle {c}: {event.get('reason')}" if c else f"waiting: {event.get('reason')}"
-    if kind == "approval.waiting":
+    if kind == Kind.APPROVAL_WAITING:
         return f"cycle {c}: waiting for approval (nightschool school approve {c})"
-    if kind in ("cycle.done", "cycle.refused", "cycle.failed"):
+    if kind in (Kind.CYCLE_DONE, Kind.CYCLE_REFUSED, Kind.CYCLE_FAILED):
         return f"cycle {c} {kind.split('.')[1]}: {event.get('summary') or event.get('reason')}"
-    if kind == "runtime.error":
+    if kind == Kind.RUNTIME_ERROR:
         return f"error in {event.get('loop')}: {event.get('message')}"
     return None
 
@@ -146,7 +147,7 @@ def cmd_run(_args) -> int:
 def _on_event(notifier: Notifier):
     def on(event: dict) -> None:
         body = {k: v for k, v in event.items() if k not in ("seq", "ts", "type")}
-        log.log(logging.DEBUG if event.get("type") == "cycle.progress" else logging.INFO, "%s %s",
+        log.log(logging.DEBUG if event.get("type") == Kind.CYCLE_PROGRESS else logging.INFO, "%s %s",
                 event.get("type"), body)
         if (line := status_of(event)) is not None:
             notifier.status(line)

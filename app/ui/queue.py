@@ -15,6 +15,7 @@ from app.core.base.errors import Explained
 from app.core.base.schema import Job
 from app.core.queue.inbox import detect_kind
 from app.core.queue.scheduler import PRIORITIES, Queue
+from app.core.runtime.machinery.bus import Kind
 from app.core.train.spec import DEFAULT_MODEL, RECIPES, Hyper
 
 TICK_MS = 1000  # the scheduler's pace: finalise ended engines, take inbox files, start what may start
@@ -145,11 +146,11 @@ class QueueController(QObject):
         """An event of the runtime that schedules (on the GUI thread): what its tick started, refused or took from
         the inbox is announced like this controller's own ticks would."""
         kind = event.get("type")
-        if kind == "job.started":
+        if kind == Kind.JOB_STARTED:
             self.started.emit(event["job"])
-        elif kind == "job.ended" and event.get("reason"):
+        elif kind == Kind.JOB_ENDED and event.get("reason"):
             self.message.emit("error", f"Job {event['job']} could not start — {event['reason']}")
-        elif kind == "inbox":
+        elif kind == Kind.INBOX:
             if event.get("job"):
                 self.added.emit(event["job"])
                 self.message.emit("info", f"Inbox: queued job {event['job']} from {event.get('name')}.")

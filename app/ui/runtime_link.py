@@ -14,8 +14,8 @@ from typing import Callable
 from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Signal, Slot
 
 from app.core.base import paths
-from app.core.runtime.machinery import channel
-from app.core.runtime.machinery import lock
+from app.core.runtime.machinery import channel, lock
+from app.core.runtime.machinery.bus import Kind
 
 RETRY_S = 2.0  # a viewer whose daemon went looks for a runtime this often
 HANDOVER_S = 30.0  # how long closing the window waits for the daemon to hold the lock
@@ -114,10 +114,10 @@ class RuntimeLink(QObject):
                 for frame in channel.watch(holder["channel"], holder.get("token", ""), since=since):
                     if self._stop.is_set():
                         return
-                    if frame.get("type") == "error":
+                    if frame.get("type") == Kind.CHANNEL_REFUSED:
                         why = f"the background school refused this window: {frame.get('message')}"
                         break
-                    if frame.get("type") == "snapshot":
+                    if frame.get("type") == Kind.SNAPSHOT:
                         self.holder = holder
                         self._post_connection(True, f"attached to the {holder.get('role')} (pid {holder['pid']})")
                     if frame.get("seq"):
@@ -140,14 +140,14 @@ class RuntimeLink(QObject):
             pass
 
     def _post_connection(self, connected: bool, words: str) -> None:
-        self._post({"type": "viewer.connection", "connected": connected, "words": words})
+        self._post({"type": Kind.VIEWER_CONNECTION, "connected": connected, "words": words})
 
     # --- the GUI thread ------------------------------------------------------------------------------
     @Slot(object)  # a declared slot: the receiver PySide 6.8+ wants for signals emitted on other threads
     def _deliver(self, event: dict) -> None:
         if self._closed:
             return
-        if event.get("type") == "viewer.connection":
+        if event.get("type") == Kind.VIEWER_CONNECTION:
             self.connected = event["connected"]
             self.connection.emit(self.connected, event["words"])
             return

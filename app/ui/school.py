@@ -12,7 +12,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QTimer, Signal
 
 from app.core.base.store import Store
-from app.core.runtime.machinery.bus import NOTIFY
+from app.core.runtime.machinery.bus import NOTIFY, Kind
 from app.core.runtime.school.cycles import ENDED, STAGES
 from app.core.runtime.school.facade import School
 from app.ui.background import PolledController
@@ -21,9 +21,9 @@ from app.ui.school_words import ended_words
 REFRESH_MS = 5000  # the state is read this often (the session count and the reasons a cycle waits change slowly)
 SOON_MS = 150  # events coalesce into one read
 HISTORY = 30  # cycles read for the chart and the history list
-REFRESH_ON = ("cycle.started", "cycle.stage", "cycle.done", "cycle.refused", "cycle.failed", "approval.waiting",
-              "stage.failed", "school.waiting", "capture", "snapshot", "runtime.started", "server.parked",
-              "server.restored", "server.restarted", "job.ended")
+REFRESH_ON = (Kind.CYCLE_STARTED, Kind.CYCLE_STAGE, Kind.CYCLE_DONE, Kind.CYCLE_REFUSED, Kind.CYCLE_FAILED, Kind.APPROVAL_WAITING,
+              Kind.STAGE_FAILED, Kind.SCHOOL_WAITING, "capture", "snapshot", Kind.RUNTIME_STARTED, Kind.SERVER_PARKED,
+              Kind.SERVER_RESTORED, Kind.SERVER_RESTARTED, Kind.JOB_ENDED)
 
 
 class SchoolController(PolledController):
@@ -90,11 +90,11 @@ class SchoolController(PolledController):
     # --- the runtime's events ----------------------------------------------------------------------------
     def on_event(self, event: dict) -> None:
         kind = event.get("type")
-        if kind == "cycle.stage":
+        if kind == Kind.CYCLE_STAGE:
             self.live = {"cycle": event.get("cycle"), "stage": event.get("stage")}
             self.last_progress = None
             self._show_stage(event.get("cycle"), event.get("stage"))
-        elif kind == "cycle.progress":
+        elif kind == Kind.CYCLE_PROGRESS:
             if self.live.get("cycle") != event.get("cycle") or self.live.get("stage") != event.get("stage"):
                 self.live = {"cycle": event.get("cycle"), "stage": event.get("stage")}
                 self._show_stage(event.get("cycle"), event.get("stage"))

@@ -3,6 +3,7 @@ window)."""
 from __future__ import annotations
 
 from app.core.base.words import eta_words
+from app.core.runtime.machinery.bus import CYCLE_ENDS, Kind
 from app.core.runtime.school.cycles import STAGES
 from app.ui.kit import local_time
 
@@ -210,29 +211,29 @@ def notice_text(event: dict) -> tuple[str, str, str]:
     """(title, text, level) of a NOTIFY event, as the tray or the banner says it."""
     kind, cycle = event.get("type"), event.get("cycle")
     reason = event.get("reason") or ""
-    if kind == "cycle.done":
+    if kind == Kind.CYCLE_DONE:
         return f"Cycle {cycle} finished", event.get("summary") or f"cycle {cycle} finished", "info"
-    if kind == "cycle.refused":
+    if kind == Kind.CYCLE_REFUSED:
         return f"Cycle {cycle}: the gate refused the model", reason or event.get("summary") or "", "error"
-    if kind == "cycle.failed":
+    if kind == Kind.CYCLE_FAILED:
         where = f" at {event['stage']}" if event.get("stage") else ""
         return f"Cycle {cycle} failed{where}", reason, "error"
-    if kind == "stage.failed":
+    if kind == Kind.STAGE_FAILED:
         return f"Cycle {cycle}: {event.get('stage')} failed", reason, "error"
-    if kind == "approval.waiting":
+    if kind == Kind.APPROVAL_WAITING:
         reasons = "; ".join(event.get("reasons") or [])
         checkpoint = f"checkpoint #{event['checkpoint']}" if event.get("checkpoint") else "the new model"
         return (f"Cycle {cycle}: deployment waits for your approval",
                 f"{checkpoint} passed the gate" + (f" ({reasons})" if reasons else "")
                 + ". Approve or refuse it on the School tab.", "info")
-    if kind == "alert.fatal":
+    if kind == Kind.ALERT_FATAL:
         return f"Training stopped: {event.get('kind')}", f"job {event.get('job')}: {event.get('message')}", "error"
     return kind or "event", reason, "info"
 
 
 def ended_words(cycle: dict) -> tuple[str, str]:
     """(level, text) the banner says once a cycle it announced has ended (the announcement would mislead now)."""
-    title, text, level = notice_text({"type": f"cycle.{cycle.get('state')}", "cycle": cycle.get("id"),
+    title, text, level = notice_text({"type": CYCLE_ENDS.get(cycle.get("state"), ""), "cycle": cycle.get("id"),
                                       "stage": cycle.get("stage"), "reason": cycle.get("reason") or "",
                                       "summary": (cycle.get("report") or {}).get("summary")})
     return level, f"{title}: {text}" if text else title

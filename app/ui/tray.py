@@ -11,6 +11,7 @@ from PySide6.QtGui import QAction, QPixmap
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
 from app.core.desktop.entries import PNG_DIR
+from app.core.runtime.machinery.bus import Kind
 from app.ui.school import SchoolController
 from app.ui.school_words import notice_text, tray_state, tray_tooltip
 from widgets.status_icon import badged_icon
@@ -28,7 +29,7 @@ STATES = {  # state -> (badge colour, glyph)
 ICON_SIZES = (16, 24, 32, 48, 64, 128)  # the app's PNGs a tray may ask for (HiDPI panels take the larger)
 CAPTURING_MS = 4000  # a capture shows this long
 SHOW_MS = 15_000  # how long a notification stays
-ERRORS = ("cycle.failed", "stage.failed", "alert.fatal", "runtime.error")
+ERRORS = (Kind.CYCLE_FAILED, Kind.STAGE_FAILED, Kind.ALERT_FATAL, Kind.RUNTIME_ERROR)
 LEVELS = {"info": QSystemTrayIcon.MessageIcon.Information, "error": QSystemTrayIcon.MessageIcon.Warning}
 
 
@@ -123,13 +124,13 @@ class Tray(QObject):
 
     def on_event(self, event: dict) -> None:
         kind = event.get("type")
-        if kind == "capture":
+        if kind == Kind.CAPTURE:
             self._capturing.start()
         elif kind in ERRORS and (self.school.link is None or self.school.link.is_news(event)):
             self.failed = notice_text(event)[0]
-        elif kind in ("cycle.started", "cycle.stage", "cycle.done", "cycle.refused"):
+        elif kind in (Kind.CYCLE_STARTED, Kind.CYCLE_STAGE, Kind.CYCLE_DONE, Kind.CYCLE_REFUSED):
             self.failed = ""
-        elif kind != "cycle.progress":  # progress: the tooltip's percentage
+        elif kind != Kind.CYCLE_PROGRESS:  # progress: the tooltip's percentage
             return
         self._update()
 
@@ -169,7 +170,7 @@ class Tray(QObject):
     # --- notifications ---------------------------------------------------------------------------------------
     def notify(self, event: dict) -> None:
         title, text, level = notice_text(event)
-        if event.get("type") == "stage.failed" and any(t.startswith(f"Cycle {event.get('cycle')} failed")
+        if event.get("type") == Kind.STAGE_FAILED and any(t.startswith(f"Cycle {event.get('cycle')} failed")
                                                        for t, _, _ in self.notices[-3:]):
             return  # the cycle's own failure already said it
         self.notices.append((title, text, level))

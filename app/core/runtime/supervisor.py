@@ -10,7 +10,7 @@ from pathlib import Path
 
 from app.core.base.store import Store
 from app.core.runtime.machinery import lock as runtime_lock
-from app.core.runtime.machinery.bus import Bus
+from app.core.runtime.machinery.bus import Bus, Kind
 from app.core.runtime.machinery.channel import StatusChannel
 from app.core.runtime.school.orchestrator import Orchestrator
 from app.core.runtime.school.policy import load
@@ -57,7 +57,7 @@ class Runtime:
         if self.keeper_on:
             self._spawn("runtime-keeper", self._keep_loop)
         self._spawn("runtime-cycles", self._cycle_loop)
-        self.bus.publish("runtime.started", role=self.role, pid=self.lock.info["pid"])
+        self.bus.publish(Kind.RUNTIME_STARTED, role=self.role, pid=self.lock.info["pid"])
         log.info("runtime started (%s, pid %s)", self.role, self.lock.info["pid"])
         return self
 
@@ -70,7 +70,7 @@ class Runtime:
             self.capture.stop()
         for thread in self._threads:
             thread.join(timeout=30)
-        self.bus.publish("runtime.stopped", role=self.role)
+        self.bus.publish(Kind.RUNTIME_STOPPED, role=self.role)
         if self.channel is not None:
             self.channel.stop()
         if self.lock is not None:
@@ -92,7 +92,7 @@ class Runtime:
                 target()
             except Exception as exc:  # noqa: BLE001 - said on the bus and in the log; the others go on
                 log.exception("%s stopped", name)
-                self.bus.publish("runtime.error", loop=name, message=f"{type(exc).__name__}: {exc}")
+                self.bus.publish(Kind.RUNTIME_ERROR, loop=name, message=f"{type(exc).__name__}: {exc}")
         return run
 
     # --- loops ---------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ class Runtime:
         from app.core.capture.watcher import CaptureService
 
         def ingested(result) -> None:
-            self.bus.publish("capture", path=str(result.path), agent=result.agent, sessions=result.sessions,
+            self.bus.publish(Kind.CAPTURE, path=str(result.path), agent=result.agent, sessions=result.sessions,
                              stored=result.stored)
             self.wake()
 
@@ -114,15 +114,15 @@ class Runtime:
         while not self.stopping.is_set():
             report = self.queue.tick()
             for job_id in report.started:
-                self.bus.publish("job.started", job=job_id)
+                self.bus.publish(Kind.JOB_STARTED, job=job_id)
             for job_id, state in report.ended:
-                self.bus.publish("job.ended", job=job_id, state=state)
+                self.bus.publish(Kind.JOB_ENDED, job=job_id, state=state)
                 self._fatal_alert(job_id, state)
                 self.wake()
             for job_id, why in report.failed_to_start:
-                self.bus.publish("job.ended", job=job_id, state="failed", reason=why)
+                self.bus.publish(Kind.JOB_ENDED, job=job_id, state="failed", reason=why)
             for outcome in report.inbox:
-                self.bus.publish("inbox", name=outcome.name, job=outcome.job_id, reason=outcome.reason,
+                self.bus.publish(Kind.INBOX, name=outcome.name, job=outcome.job_id, reason=outcome.reason,
                                  moved_to=str(outcome.moved_to))
             self.stopping.wait(self.tick_s)
 
@@ -135,7 +135,7 @@ class Runtime:
         events = read_events(Path(run.run_dir) / "events.jsonl") if run else []
         for env in events:
             if env.type == "alert" and getattr(env.body, "severity", "") == "fatal":
-                self.bus.publish("alert.fatal", job=job_id, kind=env.body.kind, message=env.body.message)
+                self.bus.publish(Kind.ALERT_FATAL, job=job_id, kind=env.body.kind, message=env.body.message)
                 return
 
     def _keep_loop(self) -> None:
@@ -150,10 +150,10 @@ class Runtime:
                     was = serving.state()
                     state = ensure_serving(self.store, load(self.store).port)
                     if was is None and state is not None:
-                        self.bus.publish("server.restarted", url=state.get("url"),
+                        self.bus.publish(Kind.SERVER_RESTARTED, url=state.get("url"),
                                          model=(state.get("current") or {}).get("name"))
                 except Exception as exc:  # noqa: BLE001 - the keeper tries again; the reason is shown
-                    self.bus.publish("server.error", message=str(exc))
+                    self.bus.publish(Kind.SERVER_ERROR, message=str(exc))
             self.stopping.wait(KEEP_S)
 
     def _cycle_loop(self) -> None:
@@ -163,7 +163,7 @@ class Runtime:
                 self.orchestrator.step()
             except Exception as exc:  # noqa: BLE001 - the cycle's own failures are recorded by the orchestrator
                 log.exception("cycle step failed")
-                self.bus.publish("runtime.error", loop="cycles", message=f"{type(exc).__name__}: {exc}")
+                self.bus.publish(Kind.RUNTIME_ERROR, loop="cycles", message=f"{type(exc).__name__}: {exc}")
             self.wake_up.wait(self.cycle_s)
 
     # --- views -----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 from app.core.base import paths
 from app.core.base.protocol import HEADER, MAX_FRAME
-from app.core.runtime.machinery.bus import Bus
+from app.core.runtime.machinery.bus import Bus, Kind
 
 SOCKET = "status.sock"
 
@@ -93,12 +93,12 @@ class StatusChannel:
             except (OSError, ValueError):
                 return
             if not hello or not secrets.compare_digest(str(hello.get("token", "")), self.token):
-                _send(conn, {"type": "error", "message": "wrong or missing token"})
+                _send(conn, {"type": Kind.CHANNEL_REFUSED.value, "message": "wrong or missing token"})
                 return
             conn.settimeout(None)
             seq = int(hello.get("since", 0) or 0)
             try:
-                _send(conn, {"type": "snapshot", **self.snapshot()})
+                _send(conn, {"type": Kind.SNAPSHOT.value, **self.snapshot()})
                 while not self._stop.is_set():
                     for event in self.bus.since(seq):
                         _send(conn, event)

@@ -8,9 +8,8 @@ from sqlalchemy import func, select
 
 from app.core.base.schema import CycleRow
 from app.core.base.store import Store
-from app.core.runtime.school import cycles
-from app.core.runtime.school import stages
-from app.core.runtime.machinery.bus import Bus
+from app.core.runtime.machinery.bus import CYCLE_ENDS, Bus, Kind
+from app.core.runtime.school import cycles, stages
 from app.core.runtime.school.cycles import STAGES, Cycle
 from app.core.runtime.school.policy import load, paused as policy_paused
 from app.core.runtime.school.report_card import report_card
@@ -68,13 +67,13 @@ class Orchestrator:
         if not created:  # another process started one a moment ago: it is the current cycle
             return cycle
         self.waiting = ""
-        self.bus.publish("cycle.started", cycle=cycle.id, trigger=trigger)
+        self.bus.publish(Kind.CYCLE_STARTED, cycle=cycle.id, trigger=trigger)
         return cycle
 
     def _wait(self, cycle: Cycle | None, reason: str, **extra) -> None:
         if reason != self.waiting:
             self.waiting = reason
-            self.bus.publish("school.waiting", cycle=cycle.id if cycle else None, reason=reason, **extra)
+            self.bus.publish(Kind.SCHOOL_WAITING, cycle=cycle.id if cycle else None, reason=reason, **extra)
 
     def _advance(self, cycle: Cycle, policy) -> Cycle:
         ctx = stages.Ctx(self.store, self.bus, policy, self.queue, self.stop)
@@ -88,7 +87,7 @@ class Orchestrator:
             if (cycle.id, stage) not in self.entered:
                 cycle, resumed = cycles.begin_stage(self.store, cycle, stage)
                 self.entered.add((cycle.id, stage))
-                self.bus.publish("cycle.stage", cycle=cycle.id, stage=stage, resumed=resumed)
+                self.bus.publish(Kind.CYCLE_STAGE, cycle=cycle.id, stage=stage, resumed=resumed)
             try:
                 out = stages.RUN[stage](ctx, cycle)
             except Exception as exc:  # noqa: BLE001 - a failed stage ends the cycle with its reason
@@ -112,7 +111,7 @@ class Orchestrator:
         if cycle.stage == "deploying" and reason.startswith("waiting for approval") and cycle.state != "approval":
             cycle = cycles.update(self.store, cycle.id, state="approval", reason=reason)
             verdict = (cycle.outputs.get("judging") or {}).get("reasons", [])
-            self.bus.publish("approval.waiting", cycle=cycle.id, checkpoint=cycle.outputs["judging"]["checkpoint"],
+            self.bus.publish(Kind.APPROVAL_WAITING, cycle=cycle.id, checkpoint=cycle.outputs["judging"]["checkpoint"],
                              reasons=verdict)
         self._wait(cycle, reason)
         return cycle
@@ -123,9 +122,9 @@ class Orchestrator:
         state = {"finished": "done", "refused": "refused", "failed": "failed"}[out.kind]
         card = report_card(self.store, cycle)
         cycle = cycles.finish(self.store, cycle, state, out.reason, card)
-        event = {"done": "cycle.done", "refused": "cycle.refused", "failed": "cycle.failed"}[state]
+        event = CYCLE_ENDS[state]
         self.bus.publish(event, cycle=cycle.id, stage=stage, reason=out.reason, summary=card.get("summary", ""))
         if state == "failed":
-            self.bus.publish("stage.failed", cycle=cycle.id, stage=stage, reason=out.reason)
+            self.bus.publish(Kind.STAGE_FAILED, cycle=cycle.id, stage=stage, reason=out.reason)
         self.waiting = ""
         return cycle

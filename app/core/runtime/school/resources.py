@@ -10,7 +10,7 @@ from sqlalchemy import select
 from app.core.base import paths, settings
 from app.core.base.schema import Job
 from app.core.base.store import Store
-from app.core.runtime.machinery.bus import Bus
+from app.core.runtime.machinery.bus import Bus, Kind
 from app.core.runtime.school.policy import Policy
 
 PARKED_KEY = "school.parked"  # the runtime parked the served model (the keeper leaves it so)
@@ -69,7 +69,7 @@ def before_training(policy: Policy, store: Store, bus: Bus) -> str:
                                               or (policy.free_served == "gpu" and _served_on_gpu(state))):
         serving.park()
         settings.put(store, PARKED_KEY, True)
-        bus.publish("server.parked", model=(state.get("current") or {}).get("name"),
+        bus.publish(Kind.SERVER_PARKED, model=(state.get("current") or {}).get("name"),
                     message="the served model left memory for training; the API answers 503 until it is back")
     return ""
 
@@ -84,5 +84,5 @@ def after_training(store: Store, bus: Bus) -> None:
     if state and state.get("parked"):
         serving.unpark()
     settings.put(store, PARKED_KEY, False)
-    bus.publish("server.restored", model=((serving.state() or {}).get("current") or {}).get("name"),
+    bus.publish(Kind.SERVER_RESTORED, model=((serving.state() or {}).get("current") or {}).get("name"),
                 message="the served model is back after training")

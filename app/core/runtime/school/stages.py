@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from app.core.base.store import Store
-from app.core.runtime.school import cycles
-from app.core.runtime.school import resources
-from app.core.runtime.machinery.bus import Bus
+from app.core.runtime.machinery.bus import Bus, Kind
+from app.core.runtime.school import cycles, resources
 from app.core.runtime.school.cycles import Cycle
 from app.core.runtime.school.policy import Policy
 
@@ -42,7 +41,7 @@ class Ctx:
         def on(env) -> None:
             if env.type == "progress":
                 b = env.body
-                self.bus.publish("cycle.progress", cycle=cycle.id, stage=stage, phase=b.phase, step=b.step,
+                self.bus.publish(Kind.CYCLE_PROGRESS, cycle=cycle.id, stage=stage, phase=b.phase, step=b.step,
                                  total=b.total, eta_s=getattr(b, "eta_s", None))
         return on
 

@@ -8,7 +8,7 @@ command(run_dir, command) and cancel(run_dir); JobManager.remote(run_dir) finds 
 
 What a remote job cannot do that a local one can (and why):
 - pause/resume/stop/checkpoint-now are relayed through a control file on the checkpoint storage that the remote
-  wrapper (backends/entry.py) forwards to the engine's Unix socket: they take effect within ~1 s but are not
+  wrapper (engine/train/remote_entry.py) forwards to the engine's Unix socket: they take effect within ~1 s but are not
   acknowledged synchronously (the socket is on the remote machine and no port of it is exposed).
 - a remote job's checkpoints come home when its attempt ends (finalise), not as each one is sealed.
 - `cancel` ends the remote job through the cluster (Ray: stop_job), not by signalling a local process group.
