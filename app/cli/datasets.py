@@ -86,9 +86,9 @@ def cmd_build(args) -> int:
 
 def build_summary(ds) -> dict:
     """What a build made, as data (`dataset build --json`): splits, filters, counts, the held-out set, trimming."""
-    from app.core.datasets import manifest as M
+    from app.core.datasets import manifest
 
-    man = M.read(Path(ds.path))
+    man = manifest.read(Path(ds.path))
     return {"name": ds.name, "base_model": ds.base_model, "mode": ds.mode, "examples": ds.examples,
             "fingerprint": ds.fingerprint, "folder": ds.path,
             "splits": {k: v.model_dump() for k, v in man.splits.items()}, "filters": man.filters,
@@ -115,9 +115,9 @@ def cmd_pairs(args) -> int:
 
 
 def _summary(ds) -> None:
-    from app.core.datasets import manifest as M
+    from app.core.datasets import manifest
 
-    man = M.read(Path(ds.path))
+    man = manifest.read(Path(ds.path))
     print(f"{ds.name}: {ds.examples} examples (train {ds.train}, val {ds.val}, test {ds.test}); "
           f"excluded {ds.excluded}; mode {ds.mode}")
     print(f"  base model {ds.base_model} ({man.base_model_label}), template {ds.template_sha256[:12]} "

@@ -159,11 +159,11 @@ def cmd_rollback(args) -> int:
     def go() -> int:
         from app.core.judge.deployment import promotions, rollback
         from app.core.judge.records import JudgeError
-        from app.core.ship import deploy as D
+        from app.core.ship import deploy
 
         store = open_store()
-        if args.model is None and D.current(store) is not None:  # the served model: switch back, then record
-            done = D.rollback(store)
+        if args.model is None and deploy.current(store) is not None:  # the served model: switch back, then record
+            done = deploy.rollback(store)
             where = f" (serving at {done.state['url']})" if done.state else " (the server is stopped)"
             print(f"rolled back: {done.row.note}{where}")
             return 0

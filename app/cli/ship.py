@@ -26,11 +26,11 @@ def print_export(exp) -> None:
 def cmd_export(args) -> int:
     def go() -> int:
         from app.core.judge.records import resolve
-        from app.core.ship import exports as X, lmstudio, ollama
+        from app.core.ship import exports, lmstudio, ollama
 
         view, store = WorkerProgress(), open_store()
         try:
-            exp = X.export(store, resolve(store, args.checkpoint), args.quant or [DEFAULT_QUANT],
+            exp = exports.export(store, resolve(store, args.checkpoint), args.quant or [DEFAULT_QUANT],
                            lora=not args.no_lora, sink=view, force=args.force)
         finally:
             view.close()
@@ -54,11 +54,11 @@ def cmd_export(args) -> int:
 def cmd_deploy(args) -> int:
     def go() -> int:
         from app.core.judge.records import resolve
-        from app.core.ship import deploy as D
+        from app.core.ship import deploy
 
         view, store = WorkerProgress(), open_store()
         try:
-            done = D.deploy(store, resolve(store, args.checkpoint), args.quant, sink=view, port=args.port)
+            done = deploy.deploy(store, resolve(store, args.checkpoint), args.quant, sink=view, port=args.port)
         finally:
             view.close()
         st = done.state
@@ -78,14 +78,14 @@ def _key_path():
 
 def cmd_serve(args) -> int:
     def go() -> int:
-        from app.core.ship import deploy as D, serving as server
+        from app.core.ship import deploy, serving as server
 
         if args.action == "stop":
             print("stopped" if server.stop() else "the server was not running")
             return 0
         if args.action == "start":
             server.set_desired(True)
-            st = D.ensure_serving(open_store(), args.port)
+            st = deploy.ensure_serving(open_store(), args.port)
             if st is None:
                 print("nothing is deployed yet: nightschool deploy CHECKPOINT")
                 return 2
@@ -103,22 +103,22 @@ def cmd_serve(args) -> int:
 
 
 def cmd_exports(args) -> int:
-    from app.core.ship import exports as X
+    from app.core.ship import exports
 
     if getattr(args, "json", False):
-        return print_json([{**row_dict(exp.row), "folder": exp.folder} for exp in X.history(open_store())])
-    for exp in X.history(open_store()):
+        return print_json([{**row_dict(exp.row), "folder": exp.folder} for exp in exports.history(open_store())])
+    for exp in exports.history(open_store()):
         files = ", ".join(f"{f['quant']}{'' if f.get('ok') else ' (smoke failed)'}" for f in exp.files)
         print(f"#{exp.row.id:<4} {exp.row.created_at:%Y-%m-%d %H:%M}  {exp.row.label:30} {files}")
     return 0
 
 
 def cmd_deployments(args) -> int:
-    from app.core.ship import deploy as D
+    from app.core.ship import deploy
 
     if getattr(args, "json", False):
-        return print_json([row_dict(row) for row in D.history(open_store())])
-    for row in D.history(open_store()):
+        return print_json([row_dict(row) for row in deploy.history(open_store())])
+    for row in deploy.history(open_store()):
         print(f"#{row.id:<4} {row.created_at:%Y-%m-%d %H:%M}  {row.action:8} {row.file:40} {row.note}")
     return 0
 

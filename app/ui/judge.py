@@ -8,8 +8,8 @@ from typing import Callable
 
 from PySide6.QtCore import Signal
 
-from app.core.base import protocol as P
-from app.core.judge import deployment, promote as PR, records as R
+from app.core.base import protocol
+from app.core.judge import deployment, promote, records
 from app.core.judge.evaluate import generations
 from app.core.judge.report import METRICS, EvalSettings, places
 from app.core.train.events import read_events
@@ -109,9 +109,9 @@ class JudgeController(BackgroundController):
         self._background(name, work, done, failed)
         return True
 
-    def _sink(self, env: P.Envelope) -> None:
+    def _sink(self, env: protocol.Envelope) -> None:
         """Progress envelopes of the engine's evaluation worker (called on the worker thread)."""
-        if env.type == "progress" and isinstance(env.body, P.Progress):
+        if env.type == "progress" and isinstance(env.body, protocol.Progress):
             self._post(self.progress.emit, (env.body.phase, env.body.step, env.body.total))
 
     def stop(self) -> None:
@@ -146,12 +146,12 @@ class JudgeController(BackgroundController):
         return self._run(lambda: self._compare(list(refs)), self._on_compared, "Not compared", "judge-compare")
 
     def _compare(self, refs: list[str]) -> Comparison:
-        found = PR.compare(self.store, [R.resolve(self.store, r) for r in refs], self.dataset, self.file,
+        found = promote.compare(self.store, [records.resolve(self.store, r) for r in refs], self.dataset, self.file,
                            self.settings, self._sink, self._cancel)
         jobs = JobManager(self.store)
         ranking = [column_of(c, jobs) for c in found]
         by_id = {c.checkpoint_id: c for c in ranking}
-        ids = [R.resolve(self.store, r).id for r in refs]
+        ids = [records.resolve(self.store, r).id for r in refs]
         columns = [by_id[i] for i in ids if i in by_id]
         reference = next((n for n, c in enumerate(columns) if c.checkpoint_id is None), 0)
         first = found[0]
@@ -166,7 +166,7 @@ class JudgeController(BackgroundController):
     def promote(self, ref: str) -> bool:
         """Through the gate: the verdict is recorded either way; only a pass moves the deployed pointer."""
         def work() -> tuple[Judged, dict]:
-            judgement, row = PR.promote(self.store, R.resolve(self.store, ref), self.dataset, self.file,
+            judgement, row = promote.promote(self.store, records.resolve(self.store, ref), self.dataset, self.file,
                                         self.settings, self._sink, self._cancel)
             v = judgement.verdict
             done = Judged(judgement.target.label, v.verdict, v.summary(), v.reasons, row is not None,
@@ -201,7 +201,7 @@ class JudgeController(BackgroundController):
 
 def read_choices(store) -> list[Choice]:
     """A base entry per base model with checkpoints (the embedded default when there are none), then checkpoints."""
-    targets = R.all_checkpoints(store)
+    targets = records.all_checkpoints(store)
     models = list(dict.fromkeys(t.base_model for t in targets)) or ["default"]
     bases = [Choice(f"base:{m}", f"base ({short_model(m)})", m) for m in models]
     return bases + [Choice(f"#{t.id}", t.label, t.base_model, t.id) for t in targets]
@@ -220,14 +220,14 @@ def read_deployed(store, choices: list[Choice]) -> dict[str, str]:
     return out
 
 
-def column_of(found: PR.Compared, jobs: JobManager) -> Column:
+def column_of(found: promote.Compared, jobs: JobManager) -> Column:
     target = found.target
     ref = f"base:{target.base_model}" if target.is_base else f"#{target.id}"
     return Column(ref, target.label, short_label(target), target.id, dict(found.report.metrics), found.score,
                   cases_of(found), loss_curve(jobs, target))
 
 
-def short_label(target: R.Target) -> str:
+def short_label(target: records.Target) -> str:
     """The label without the job id (the checkpoint id alone is unique)."""
     if target.is_base:
         return "base"
@@ -235,7 +235,7 @@ def short_label(target: R.Target) -> str:
     return f"#{ck.id} " + ("final" if ck.kind == "adapter" else f"step {ck.step}")
 
 
-def cases_of(found: PR.Compared) -> dict[str, dict]:
+def cases_of(found: promote.Compared) -> dict[str, dict]:
     """Every next action of the evaluation by key (from generations.jsonl), the report's fixed samples first."""
     cases = {s.key: s.model_dump() for s in found.report.samples}
     for row in generations(found.eval):
@@ -243,7 +243,7 @@ def cases_of(found: PR.Compared) -> dict[str, dict]:
     return cases
 
 
-def loss_curve(jobs: JobManager, target: R.Target) -> tuple[list, list]:
+def loss_curve(jobs: JobManager, target: records.Target) -> tuple[list, list]:
     """The training loss of the checkpoint's job up to its step (a resumed run's steps replace the earlier ones)."""
     if target.is_base or target.job is None:
         return [], []
@@ -251,7 +251,7 @@ def loss_curve(jobs: JobManager, target: R.Target) -> tuple[list, list]:
     for run in jobs.runs(target.job.id):
         for env in read_events(Path(run.run_dir) / "events.jsonl"):
             body = env.body
-            if env.type == "metrics" and isinstance(body, P.Metrics) and body.loss is not None:
+            if env.type == "metrics" and isinstance(body, protocol.Metrics) and body.loss is not None:
                 points[body.step] = body.loss
     last = target.checkpoint.step if target.checkpoint.kind == "checkpoint" else None
     steps = sorted(s for s in points if last is None or s <= last)

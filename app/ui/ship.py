@@ -9,11 +9,11 @@ from typing import Callable
 
 from PySide6.QtCore import Signal
 
-from app.core.base import protocol as P
+from app.core.base import protocol
 from app.core.base.errors import Explained
 from app.core.base.schema import Deployment
-from app.core.judge import records as R
-from app.core.ship import deploy as D, exports as X, lmstudio, ollama, serving as S
+from app.core.judge import records
+from app.core.ship import deploy, exports, lmstudio, ollama, serving
 from app.core.ship.errors import ShipError
 from app.ui.background import BackgroundController
 from app.ui.judge import read_choices as judge_choices
@@ -58,12 +58,12 @@ class Snapshot:
     choices: list[ShipChoice]
     served: Served
     history: list[tuple[str, str, str, str, str]]  # time, action, model, quant, note
-    latest: X.Export | None
+    latest: exports.Export | None
 
 
 def model_stem(choice: ShipChoice) -> str:
     """The default model name for Ollama / LM Studio (the export's file stem: <base>-ck<ID> or <base>-base)."""
-    return X.stem_of(choice.base_model, choice.checkpoint_id)
+    return exports.stem_of(choice.base_model, choice.checkpoint_id)
 
 
 def answer_of(body: dict) -> str:
@@ -116,12 +116,12 @@ class ShipController(BackgroundController):
         self._set_busy(False)
         self.refresh()
 
-    def _sink(self, env: P.Envelope) -> None:
+    def _sink(self, env: protocol.Envelope) -> None:
         """The export worker's envelopes (called on the worker thread)."""
         body = env.body
-        if env.type == "progress" and isinstance(body, P.Progress):
+        if env.type == "progress" and isinstance(body, protocol.Progress):
             self._post(self.progress.emit, (body.phase, body.step, body.total, body.eta_s, body.elapsed_s))
-        elif env.type == "log" and isinstance(body, P.Log):
+        elif env.type == "log" and isinstance(body, protocol.Log):
             self._post(self.log.emit, (body.message,))
 
     def cancel(self) -> None:
@@ -156,11 +156,11 @@ class ShipController(BackgroundController):
         """Export to GGUF (merge, convert, quantize, LoRA, smoke test); an identical earlier export is reused."""
         label = self._label(ref)
         return self._run(f"Exporting {label} ({quant})",
-                         lambda cancel: X.export(self.store, R.resolve(self.store, ref), [quant], sink=self._sink,
-                                                 cancel=cancel),
+                         lambda cancel: exports.export(self.store, records.resolve(self.store, ref), [quant],
+                                                       sink=self._sink, cancel=cancel),
                          self._on_exported, f"Not exported ({label})", staged=True)
 
-    def _on_exported(self, exp: X.Export) -> None:
+    def _on_exported(self, exp: exports.Export) -> None:
         self.exported.emit(exp)
         bad = [f for f in exp.files if f.get("ok") is False]
         names = ", ".join(f["file"] for f in exp.files)
@@ -174,27 +174,27 @@ class ShipController(BackgroundController):
         """Gate → export → smoke-verified file → the built-in server serves it."""
         label = self._label(ref)
         return self._run(f"Deploying {label} ({quant})",
-                         lambda cancel: D.deploy(self.store, R.resolve(self.store, ref), quant, sink=self._sink,
-                                                 cancel=cancel),
+                         lambda cancel: deploy.deploy(self.store, records.resolve(self.store, ref), quant,
+                                                      sink=self._sink, cancel=cancel),
                          self._on_deployed, f"Not deployed ({label})", staged=True)
 
-    def _on_deployed(self, done: D.Deployed) -> None:
+    def _on_deployed(self, done: deploy.Deployed) -> None:
         self.exported.emit(done.export)
         where = f"served at {done.state['url']}" if done.state else "the server is stopped"
         self.message.emit("info", f"{done.row.note[0].upper()}{done.row.note[1:]}: {where}.")
 
     def rollback(self) -> bool:
         """Serve again what the current deployment replaced (instant when the server still holds it)."""
-        return self._run("Rolling back", lambda cancel: D.rollback(self.store), self._on_rolled_back,
+        return self._run("Rolling back", lambda cancel: deploy.rollback(self.store), self._on_rolled_back,
                          "Not rolled back")
 
-    def _on_rolled_back(self, done: D.Deployed) -> None:
+    def _on_rolled_back(self, done: deploy.Deployed) -> None:
         self.message.emit("info", f"{done.row.note[0].upper()}{done.row.note[1:]}.")
 
     def to_ollama(self, ref: str, quant: str, name: str) -> bool:
         """The export's Modelfile beside its GGUF, then `ollama create NAME` (the result says how it went)."""
         def work(cancel):
-            exp = X.export(self.store, R.resolve(self.store, ref), [quant], sink=self._sink, cancel=cancel)
+            exp = exports.export(self.store, records.resolve(self.store, ref), [quant], sink=self._sink, cancel=cancel)
             meta = exp.meta
             path = ollama.write(exp.folder, exp.path(quant), meta.get("template", ""), meta.get("eos_token", ""),
                                 meta.get("bos_token", ""), name)
@@ -213,7 +213,7 @@ class ShipController(BackgroundController):
     def to_lmstudio(self, ref: str, quant: str, name: str) -> bool:
         """The export's GGUF placed in LM Studio's models folder."""
         def work(cancel):
-            exp = X.export(self.store, R.resolve(self.store, ref), [quant], sink=self._sink, cancel=cancel)
+            exp = exports.export(self.store, records.resolve(self.store, ref), [quant], sink=self._sink, cancel=cancel)
             return exp, lmstudio.export(exp.path(quant), name, quant=quant)
         return self._run(f"Exporting {self._label(ref)} to LM Studio", work, self._on_lmstudio,
                          "Not placed in LM Studio", staged=True)
@@ -234,14 +234,14 @@ class ShipController(BackgroundController):
                          self._on_server, "The model server did not start")
 
     def stop_server(self) -> bool:
-        return self._run("Stopping the model server", lambda cancel: S.stop(), self._on_stopped,
+        return self._run("Stopping the model server", lambda cancel: serving.stop(), self._on_stopped,
                          "The model server did not stop")
 
     def resume_serving(self) -> bool:
         """At start-up: the server runs again with the current deployment when the user left it on."""
         def work(cancel):
-            before = S.state()
-            after = D.ensure_serving(self.store)
+            before = serving.state()
+            after = deploy.ensure_serving(self.store)
             return after if before is None else None
         return self._run("Checking the model server", work, self._on_resumed, "The model server was not restarted")
 
@@ -266,7 +266,7 @@ class ShipController(BackgroundController):
 
         def body() -> None:
             try:
-                answer, ok = answer_of(S.chat(messages)), True
+                answer, ok = answer_of(serving.chat(messages)), True
             except Explained as exc:
                 answer, ok = str(exc), False
             except Exception as exc:  # noqa: BLE001 - shown in the transcript
@@ -299,13 +299,13 @@ def read_choices(store) -> list[ShipChoice]:
         if c.checkpoint_id is None:
             out.append(ShipChoice(c.ref, c.label, c.base_model, None, "base"))
             continue
-        found = R.verdicts_of(store, c.checkpoint_id)
+        found = records.verdicts_of(store, c.checkpoint_id)
         verdict = found[0].verdict if found else None
         if verdict is None:
             why = (f"{c.label} has not been judged: promote it in the Judge tab first (only a checkpoint that passed "
                    "the quality gate can be deployed). It can still be exported.")
         elif verdict != "pass":
-            reasons = "; ".join(R.verdict_reasons(found[0])) or verdict.replace("_", " ")
+            reasons = "; ".join(records.verdict_reasons(found[0])) or verdict.replace("_", " ")
             why = (f"{c.label} did not pass the quality gate ({verdict.replace('_', ' ')}): {reasons}. "
                    "It can still be exported.")
         else:
@@ -315,25 +315,25 @@ def read_choices(store) -> list[ShipChoice]:
 
 
 def read_snapshot(store) -> Snapshot:
-    rows = D.history(store)
+    rows = deploy.history(store)
     labels: dict[int, str] = {}
     for row in rows:
         if row.export_id not in labels:
             try:
-                labels[row.export_id] = X.get(store, row.export_id).row.label
+                labels[row.export_id] = exports.get(store, row.export_id).row.label
             except Explained:
                 labels[row.export_id] = f"export #{row.export_id}"
     history = [(local_time(r.created_at), r.action, f"{labels[r.export_id]} · {r.file}", r.quant, r.note)
                for r in rows]
     now = rows[0] if rows else None
-    served = Served(S.state(), now, labels.get(now.export_id, "") if now else "", S.api_key())
-    latest = X.history(store, limit=1)
+    served = Served(serving.state(), now, labels.get(now.export_id, "") if now else "", serving.api_key())
+    latest = exports.history(store, limit=1)
     return Snapshot(read_choices(store), served, history, latest[0] if latest else None)
 
 
 def start_serving(store) -> dict:
     """Start the server with the current deployment (and the one it replaced kept loaded for an instant rollback)."""
-    now = D.current(store)
+    now = deploy.current(store)
     if now is None:
         raise ShipError("nothing is deployed yet", why="the server serves the current deployment",
                         fix="select the base model or a checkpoint that passed the gate and press Deploy")
@@ -341,6 +341,6 @@ def start_serving(store) -> dict:
     if now.replaces_id is not None:
         with store.session() as s:
             before = s.get(Deployment, now.replaces_id)
-        previous = D.served_model(before, X.get(store, before.export_id))
+        previous = deploy.served_model(before, exports.get(store, before.export_id))
         previous = previous if Path(previous.path).is_file() else None
-    return S.start(D.served_model(now, X.get(store, now.export_id)), previous)
+    return serving.start(deploy.served_model(now, exports.get(store, now.export_id)), previous)

@@ -25,7 +25,7 @@ from sqlalchemy import delete, insert, select
 
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
 from app.core.base.store import Store
-from app.core.capture import rows as R
+from app.core.capture import rows
 from app.core.capture.claude import first_session_id, parse_claude_with_subagents
 from app.core.capture.codex import parse_codex
 from app.core.capture.detect import detect_format
@@ -154,7 +154,7 @@ class Ingestor:
                 moved = _release_copies(conn, sid, counts) if held is not None else 0
                 conn.execute(delete(AgentSession).where((AgentSession.id == sid) | (AgentSession.parent_id == sid)))
             if session is not None:
-                sessions, messages = R.session_rows(sid, session)
+                sessions, messages = rows.session_rows(sid, session)
                 sessions[0]["secrets_scrubbed"] = secrets
                 conn.execute(insert(AgentSession), sessions)
                 if messages:

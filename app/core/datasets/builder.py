@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from app.core.base.schema import AgentSession, MessageRow, SessionMark
 from app.core.base.store import Store
 from app.core.scrub.scrubber import Scrubber
-from app.core.datasets import checks, corrections as C, dedup, filters, manifest as M, windows
+from app.core.datasets import checks, corrections, dedup, filters, manifest, windows
 from app.core.datasets.catalog import Registry, default_name
 from app.core.datasets.config import BuildConfig
 from app.core.datasets.convert import Conversation, conversation, trimmed
@@ -120,7 +120,7 @@ def _examples(conv: Conversation, split: str, config: BuildConfig, renderer: Ren
         if len(rendered["input_ids"]) < config.filters.min_tokens:
             b.filters[f"shorter than {config.filters.min_tokens} tokens (examples)"] += 1
             continue
-        b.examples.append(Example(M.example_id(msgs, renderer.template_sha256), conv.session_id, split, w, msgs,
+        b.examples.append(Example(manifest.example_id(msgs, renderer.template_sha256), conv.session_id, split, w, msgs,
                                   rendered, source="heldout" if split == "test" else "new", heldout_by=heldout_by))
 
 
@@ -132,11 +132,12 @@ def _heldout(store: Store, config: BuildConfig, b: Build, renderer: Renderer, by
     for ds in reversed(Registry(store).earlier(config.base_model)):
         if not missing:
             break
-        for rec in M.iter_examples(Path(ds.path), "test"):
+        for rec in manifest.iter_examples(Path(ds.path), "test"):
             sid = rec["session_id"]
             if sid in missing and found.setdefault(sid, ds.name) == ds.name:
                 msgs = rec["messages"]
-                example = Example(M.example_id(msgs, renderer.template_sha256), sid, "test", rec.get("window", 0),
+                key = manifest.example_id(msgs, renderer.template_sha256)
+                example = Example(key, sid, "test", rec.get("window", 0),
                                   msgs, slim(renderer.render(msgs)), source="heldout",
                                   heldout_by=rec.get("heldout_by") or by[sid] or ds.name)
                 if example.id not in taken:
@@ -161,7 +162,7 @@ def _replay(store: Store, config: BuildConfig, b: Build, renderer: Renderer, hel
     building = set(b.conversations)
     pool: dict[str, dict] = {}
     for ds in earlier:
-        for rec in M.iter_examples(Path(ds.path), "train"):
+        for rec in manifest.iter_examples(Path(ds.path), "train"):
             if rec["id"] not in taken and rec["session_id"] not in heldout | building:
                 pool.setdefault(rec["id"], rec)
     rank = sorted(pool, key=lambda i: hashlib.sha256(f"{config.seed}:{i}".encode()).hexdigest())
@@ -169,10 +170,10 @@ def _replay(store: Store, config: BuildConfig, b: Build, renderer: Renderer, hel
         rec = pool[example_id]
         msgs = rec["messages"]
         rendered = renderer.render(msgs)
-        provenance = {k: rec[k] for k in C.PROVENANCE if k in rec}
+        provenance = {k: rec[k] for k in corrections.PROVENANCE if k in rec}
         if provenance:  # a correction's example replayed: still only its last turn trained
-            C.train_last_turn(msgs, rendered, renderer)
-        b.examples.append(Example(M.example_id(msgs, renderer.template_sha256), rec["session_id"], "train",
+            corrections.train_last_turn(msgs, rendered, renderer)
+        b.examples.append(Example(manifest.example_id(msgs, renderer.template_sha256), rec["session_id"], "train",
                                   rec.get("window", 0), msgs, slim(rendered), source="replay",
                                   provenance=provenance))
     b.counts["replayed"] = min(want, len(rank))
@@ -195,7 +196,8 @@ def _mode(store: Store, config: BuildConfig) -> str:
     return "incremental" if Registry(store).earlier(config.base_model) else "full"
 
 
-def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path, progress: Progress = _quiet) -> M.Manifest:
+def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path,
+          progress: Progress = _quiet) -> manifest.Manifest:
     """Build into `out` (created); return the manifest written there. Raises BuildError when nothing is left."""
     b, registry = Build(), Registry(store)
     mode, name = _mode(store, config), config.name or default_name("sft")
@@ -218,7 +220,7 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path, prog
     for i, conv in enumerate(convs):
         _examples(conv, b.splits[conv.session_id], config, renderer, b, scrubber, by.get(conv.session_id, ""))
         progress("render", i + 1, len(convs))
-    C.take(store, config, b, renderer, mode, scrubber)
+    corrections.take(store, config, b, renderer, mode, scrubber)
     _nonempty(b, mode, config)
     _count_trimmed(b)
     _count_cuts(b)
@@ -281,42 +283,42 @@ def _why_empty(b: Build) -> str:
 
 
 def _write(out: Path, config: BuildConfig, mode: str, renderer: Renderer, b: Build, held: Held,
-           replayed_from: list[str], progress: Progress) -> M.Manifest:
+           replayed_from: list[str], progress: Progress) -> manifest.Manifest:
     out.mkdir(parents=True, exist_ok=True)
     by_split: dict[str, list[Example]] = defaultdict(list)
     for e in sorted(b.examples, key=lambda e: (e.session_id, e.window, e.id)):
         by_split[e.split].append(e)
     for i, split in enumerate(SPLITS):
-        M.write_jsonl(out / M.SPLIT_FILES[split], [e.record() for e in by_split[split]])
+        manifest.write_jsonl(out / manifest.SPLIT_FILES[split], [e.record() for e in by_split[split]])
         progress("write", i + 1, len(SPLITS) + 1)
-    M.write_jsonl(out / M.PREVIEW, [{"id": e.id, "split": e.split, "segments": e.rendered["segments"]}
+    manifest.write_jsonl(out / manifest.PREVIEW, [{"id": e.id, "split": e.split, "segments": e.rendered["segments"]}
                                     for s in SPLITS for e in by_split[s]])
-    (out / M.REPORT).write_text(json.dumps(_report(b), indent=1, ensure_ascii=False), encoding="utf-8")
+    (out / manifest.REPORT).write_text(json.dumps(_report(b), indent=1, ensure_ascii=False), encoding="utf-8")
     if b.pairs:
-        M.write_jsonl(out / M.PAIRS, sorted(b.pairs, key=lambda r: (r["correction_id"], r["id"])))
-    man = M.Manifest(
+        manifest.write_jsonl(out / manifest.PAIRS, sorted(b.pairs, key=lambda r: (r["correction_id"], r["id"])))
+    man = manifest.Manifest(
         name=config.name or default_name("sft"), base_model=config.base_model, base_model_label=renderer.label,
         template_sha256=renderer.template_sha256, convention=renderer.convention, mode=mode,
         config=config.model_dump(), created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        fingerprint=M.fingerprint({s: [e.id for e in by_split[s]] for s in SPLITS}, renderer.template_sha256),
+        fingerprint=manifest.fingerprint({s: [e.id for e in by_split[s]] for s in SPLITS}, renderer.template_sha256),
         splits={s: _size(by_split[s]) for s in SPLITS}, sessions=_uses(b), corrections=b.corrections,
         filters=dict(b.filters),
         counts=dict(b.counts), replayed_from=replayed_from, heldout_added=held.added,
         heldout_sessions=held.sessions, heldout_from=held.read_from)
-    M.write(out, man)
+    manifest.write(out, man)
     progress("write", len(SPLITS) + 1, len(SPLITS) + 1)
     return man
 
 
-def _size(examples: list[Example]) -> M.SplitSize:
-    return M.SplitSize(examples=len(examples), sessions=len({e.session_id for e in examples}),
+def _size(examples: list[Example]) -> manifest.SplitSize:
+    return manifest.SplitSize(examples=len(examples), sessions=len({e.session_id for e in examples}),
                        tokens=sum(len(e.rendered["input_ids"]) for e in examples),
                        trained_tokens=sum(sum(e.rendered["assistant_masks"]) for e in examples))
 
 
-def _uses(b: Build) -> list[M.SessionUse]:
+def _uses(b: Build) -> list[manifest.SessionUse]:
     per = Counter(e.session_id for e in b.examples if e.source == "new")
-    return [M.SessionUse(id=sid, split=b.splits[sid], examples=per.get(sid, 0), content_sha256=c.content_sha256)
+    return [manifest.SessionUse(id=sid, split=b.splits[sid], examples=per.get(sid, 0), content_sha256=c.content_sha256)
             for sid, c in sorted(b.conversations.items())]
 
 

@@ -18,7 +18,7 @@ from app.core.base.errors import Explained
 from app.core.base.fingerprint import sha256_file
 from app.core.base.schema import AgentSession, BuiltDataset, DatasetSession, HeldOut
 from app.core.base.store import Store
-from app.core.datasets import manifest as M
+from app.core.datasets import manifest
 
 
 class RegistrationError(Explained):
@@ -145,13 +145,13 @@ class Registry:
     def register(self, folder: Path, manifest_sha256: str) -> Registered:
         """Check the folder against its manifest and the held-out set, move it into place read-only, record it."""
         folder = Path(folder)
-        if not (folder / M.MANIFEST).is_file() or sha256_file(folder / M.MANIFEST) != manifest_sha256:
+        if not (folder / manifest.MANIFEST).is_file() or sha256_file(folder / manifest.MANIFEST) != manifest_sha256:
             raise RegistrationError("the build's manifest is not the one the builder reported",
                                     why="it is missing or changed after the build", fix="build again")
-        if problems := M.verify(folder):
+        if problems := manifest.verify(folder):
             raise RegistrationError("the built files do not match their manifest", why="; ".join(problems[:5]),
                                     fix="build again")
-        man = M.read(folder)
+        man = manifest.read(folder)
         self._check_heldout(man)
         if same := self._same(man):
             shutil.rmtree(folder, ignore_errors=True)
@@ -165,13 +165,13 @@ class Registry:
         _read_only(target)
         return Registered(self._insert(man, target))
 
-    def _same(self, man: M.Manifest) -> BuiltDataset | None:
+    def _same(self, man: manifest.Manifest) -> BuiltDataset | None:
         with self.store.session() as s:
             return s.scalar(select(BuiltDataset).where(BuiltDataset.fingerprint == man.fingerprint,
                                                        BuiltDataset.base_model == man.base_model,
                                                        BuiltDataset.kind == man.kind))
 
-    def _check_heldout(self, man: M.Manifest) -> None:
+    def _check_heldout(self, man: manifest.Manifest) -> None:
         frozen = self.heldout(man.base_model)
         leaked = sorted({u.id for u in man.sessions if u.split in ("train", "val") and u.id in frozen})
         if leaked:
@@ -186,7 +186,7 @@ class Registry:
                                         f"train/val split: they cannot measure what the model did not see",
                                     fix="this is a bug in the builder; the dataset was not registered")
 
-    def _insert(self, man: M.Manifest, target: Path) -> BuiltDataset:
+    def _insert(self, man: manifest.Manifest, target: Path) -> BuiltDataset:
         size = {k: v.examples for k, v in man.splits.items()}
         row = BuiltDataset(name=man.name, kind=man.kind, base_model=man.base_model, fingerprint=man.fingerprint,
                            spec_id=man.spec_id, template_sha256=man.template_sha256, path=str(target), mode=man.mode,

@@ -14,7 +14,7 @@ from typing import Any
 
 from app.core.base.store import Store
 from app.core.scrub.scrubber import Scrubber
-from app.core.datasets import checks, manifest as M, windows
+from app.core.datasets import checks, manifest, windows
 from app.core.datasets.catalog import Registry
 from app.core.datasets.config import BuildConfig
 from app.core.datasets.convert import system_message, tools_line
@@ -150,7 +150,7 @@ def _correction(t, config: BuildConfig, renderer: Renderer, b: Build, scrubber: 
         return
     train_last_turn(window, rendered, renderer)
     use = use_of(t)
-    use.example_id = M.example_id(window, renderer.template_sha256)
+    use.example_id = manifest.example_id(window, renderer.template_sha256)
     b.corrections.append(use)  # listed even when its example is another's (the same answer again): it is used
     if use.example_id in taken:
         return

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from app.core.datasets import checks, manifest as M
+from app.core.datasets import checks, manifest
 from app.core.datasets.convert import Conversation
 
 
@@ -51,7 +51,7 @@ class Build:
     conversations: dict[str, Conversation] = field(default_factory=dict)
     splits: dict[str, str] = field(default_factory=dict)  # session id -> split
     trimmed: set[str] = field(default_factory=set)  # interrupted sessions cut to their completed turns
-    corrections: list[M.CorrectionUse] = field(default_factory=list)  # accepted corrections this build trains on
+    corrections: list[manifest.CorrectionUse] = field(default_factory=list)  # accepted corrections this build trains on
     pairs: list[dict] = field(default_factory=list)  # their preference pairs (pairs.jsonl)
     cuts: list[tuple[str, int]] = field(default_factory=list)  # (role, characters cut) per message shortened to fit
     unread: int = 0  # sessions an incremental build left unread: learned from, and not stored again since

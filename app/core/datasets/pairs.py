@@ -32,7 +32,7 @@ from app.core.base.schema import BuiltDataset, DatasetFile
 from app.core.base.store import Store
 from app.core.scrub.scrubber import Scrubber
 from app.core.datafiles.formats import SPECS, record_problem
-from app.core.datasets import checks, manifest as M
+from app.core.datasets import checks, manifest
 from app.core.datasets.catalog import Registry, default_name
 from app.core.datasets.errors import BuildError
 from app.core.datasets.windows import header_length
@@ -85,7 +85,7 @@ class Context(NamedTuple):
     @property
     def key(self) -> str:
         """By content only (not the example id, which depends on the template): stable when the source is rebuilt."""
-        return M.example_id([*self.messages, self.teacher])
+        return manifest.example_id([*self.messages, self.teacher])
 
 
 # --- teacher contexts ---------------------------------------------------------------------------------------------
@@ -114,7 +114,7 @@ def teacher_contexts(records: Iterable[dict], max_contexts: int, seed: int = 0) 
                 found.setdefault(ctx.key, ctx)
     same: dict[tuple[str, str], list[Context]] = {}
     for ctx in sorted(found.values(), key=lambda c: (-c.turn, c.key)):
-        same.setdefault((ctx.session_id, M.example_id([ctx.teacher])), []).append(ctx)
+        same.setdefault((ctx.session_id, manifest.example_id([ctx.teacher])), []).append(ctx)
     kept = [c for group in same.values() for i, c in enumerate(group) if not any(_covers(b, c) for b in group[:i])]
     kept.sort(key=lambda c: hashlib.sha256(f"{seed}:{c.key}".encode()).hexdigest())
     return sorted(kept[:max_contexts], key=lambda c: (c.session_id, c.turn, c.key))
@@ -124,8 +124,8 @@ def train_records(folder: Path, heldout: frozenset[str] = frozenset()) -> Iterat
     """A built SFT dataset's train examples only: from sessions its manifest puts in train, or replayed from an
     earlier dataset's train split; never val or test, never the held-out set. A correction's example is no teacher
     context: its pair is already in the dataset's pairs file."""
-    splits = {u.id: u.split for u in M.read(folder).sessions}
-    for rec in M.iter_examples(folder, "train"):
+    splits = {u.id: u.split for u in manifest.read(folder).sessions}
+    for rec in manifest.iter_examples(folder, "train"):
         sid = rec.get("session_id")
         if rec.get("correction_id") is not None:
             continue
@@ -137,7 +137,7 @@ def train_records(folder: Path, heldout: frozenset[str] = frozenset()) -> Iterat
 # --- records ------------------------------------------------------------------------------------------------------
 
 def pair_id(prompt: list[dict], chosen: list[dict], rejected: list[dict]) -> str:
-    return M.example_id([*prompt, {"role": "chosen"}, *chosen, {"role": "rejected"}, *rejected])
+    return manifest.example_id([*prompt, {"role": "chosen"}, *chosen, {"role": "rejected"}, *rejected])
 
 
 def _record(p: list[dict], c: list[dict], r: list[dict], **fields: Any) -> dict:
@@ -221,7 +221,7 @@ class Plan:
 
     config: PairsConfig
     source: BuiltDataset
-    source_manifest: M.Manifest
+    source_manifest: manifest.Manifest
     contexts: list[Context]
     adapter_sha256: str = ""
     dropped: list[dict] = field(default_factory=list)
@@ -267,18 +267,18 @@ def plan(store: Store, config: PairsConfig) -> Plan:
     adapter_sha256 = check_adapter(config.adapter)
     source = _source(registry, config)
     folder = Path(source.path)
-    if problems := M.verify(folder):
+    if problems := manifest.verify(folder):
         raise BuildError(f"the source dataset {source.name} does not match its manifest",
                          why="; ".join(problems[:5]), fix="rebuild it, or choose another")
     heldout = registry.heldout(config.base_model) | registry.heldout(source.base_model)
     all_train = list(train_records(folder))
     usable = [r for r in all_train if r.get("session_id") not in heldout]
-    p = Plan(config, source, M.read(folder), teacher_contexts(usable, config.max_contexts, config.seed),
+    p = Plan(config, source, manifest.read(folder), teacher_contexts(usable, config.max_contexts, config.seed),
              adapter_sha256, skipped_heldout=len(all_train) - len(usable))
     if config.include_dropped:
         p.dropped, p.dropped_files, p.dropped_skipped = dropped_pairs(store)
     if config.include_corrections:
-        p.corrections = list(M.iter_pairs(folder))
+        p.corrections = list(manifest.iter_pairs(folder))
     if not p.contexts and not p.dropped and not p.corrections:
         raise BuildError(f"the source dataset {source.name} has no teacher context in its train split",
                          fix="build a dataset with a train split, or choose another")
@@ -289,7 +289,7 @@ def _quiet(*_: Any) -> None:
     return None
 
 
-def build(p: Plan, student: Student, out: Path, progress: Progress = _quiet, log: Log = _quiet) -> M.Manifest:
+def build(p: Plan, student: Student, out: Path, progress: Progress = _quiet, log: Log = _quiet) -> manifest.Manifest:
     """Ask the student at every context, keep the disagreements as pairs, add the dropped pairs, write train.jsonl,
     report.json and the manifest into `out`. Raises BuildError when there is no pair at all."""
     counts: Counter = Counter(contexts=len(p.contexts))
@@ -351,13 +351,14 @@ def _keep(rec: dict, pairs: dict[str, dict], counts: Counter, scrubber: Scrubber
 
 
 def _write(p: Plan, student: Student, out: Path, records: list[dict], counts: Counter, outcomes: list[dict],
-           progress: Progress) -> M.Manifest:
+           progress: Progress) -> manifest.Manifest:
     out.mkdir(parents=True, exist_ok=True)
     order = {"student": 0, "correction": 1}
     records.sort(key=lambda r: (order.get(r["source"], 2), r["session_id"], r["turn"] or 0, r["id"]))
-    M.write_jsonl(out / M.SPLIT_FILES["train"], records)
+    manifest.write_jsonl(out / manifest.SPLIT_FILES["train"], records)
     progress("write", 1, 2)
-    size = M.SplitSize(examples=len(records), sessions=len({r["session_id"] for r in records if r["session_id"]}))
+    sessions = {r["session_id"] for r in records if r["session_id"]}
+    size = manifest.SplitSize(examples=len(records), sessions=len(sessions))
     for r in records:
         prompt = student.count(r["prompt"])
         full = student.count(r["prompt"] + r["chosen"]) + student.count(r["prompt"] + r["rejected"])
@@ -371,23 +372,23 @@ def _write(p: Plan, student: Student, out: Path, records: list[dict], counts: Co
               "dropped_files": p.dropped_files, "dropped_files_skipped": p.dropped_skipped,
               "excluded": counts["excluded"], "truncated": counts["truncated"],
               "heldout_examples_skipped": p.skipped_heldout, "counts": dict(counts), "outcomes": outcomes}
-    (out / M.REPORT).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+    (out / manifest.REPORT).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
     per = Counter(r["session_id"] for r in records if r["source"] == "student")
     sha = {u.id: u.content_sha256 for u in p.source_manifest.sessions}
     sessions = sorted({c.session_id for c in p.contexts})
-    man = M.Manifest(
+    man = manifest.Manifest(
         name=p.config.name or default_name("pairs"), kind="preference", spec_id=SPEC_ID,
         base_model=p.config.base_model, base_model_label=student.label, template_sha256=student.template_sha256,
         convention="hermes-text", mode="pairs", config=config,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        fingerprint=M.fingerprint({"train": [r["id"] for r in records]}, student.template_sha256),
+        fingerprint=manifest.fingerprint({"train": [r["id"] for r in records]}, student.template_sha256),
         splits={"train": size},
-        sessions=[M.SessionUse(id=sid, split="train", examples=per.get(sid, 0), content_sha256=sha.get(sid, ""))
+        sessions=[manifest.SessionUse(id=sid, split="train", examples=per.get(sid, 0), content_sha256=sha.get(sid, ""))
                   for sid in sessions],
         counts=dict(counts),
         student={"base_model": p.config.base_model, "label": student.label, "adapter": p.config.adapter,
                  "adapter_sha256": p.adapter_sha256, "decoding": "greedy",
                  "max_new_tokens": p.config.max_new_tokens})
-    M.write(out, man)
+    manifest.write(out, man)
     progress("write", 2, 2)
     return man

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from app.core.scrub.scrubber import Scrubber
 from app.core.datafiles.dropped import check_dataset
-from app.core.datasets import checks, manifest as M
+from app.core.datasets import checks, manifest
 from app.core.datasets.splits import SPLITS
 
 
@@ -18,7 +18,7 @@ def _problem(example: str, check: str, detail: str) -> dict:
 
 def records_of(folder: Path) -> Iterator[tuple[str, dict]]:
     for split in SPLITS:
-        for rec in M.iter_examples(folder, split):
+        for rec in manifest.iter_examples(folder, split):
             yield split, rec
 
 
@@ -32,9 +32,9 @@ def _standard(example: str, rec: dict, spec_id: str, scrubber: Scrubber) -> list
 def validate_folder(folder: Path, heldout: frozenset[str] = frozenset()) -> tuple[int, list[dict]]:
     """(examples checked, problems) for a built dataset."""
     folder = Path(folder)
-    problems = [_problem("", "integrity", p) for p in M.verify(folder)]
+    problems = [_problem("", "integrity", p) for p in manifest.verify(folder)]
     try:
-        man = M.read(folder)
+        man = manifest.read(folder)
     except (OSError, ValueError):
         return 0, problems
     scrubber, seen, ids, checked = Scrubber(), {}, {s: [] for s in SPLITS}, 0
@@ -47,7 +47,7 @@ def validate_folder(folder: Path, heldout: frozenset[str] = frozenset()) -> tupl
             problems.append(_problem(rec.get("id", "?"), "overlap", f"session {sid} is in {seen[sid]} and {split}"))
         if sid in heldout and split != "test":
             problems.append(_problem(rec.get("id", "?"), "heldout", f"held-out session {sid} is in {split}"))
-    if man.kind == "sft" and M.fingerprint(ids, man.template_sha256) != man.fingerprint:
+    if man.kind == "sft" and manifest.fingerprint(ids, man.template_sha256) != man.fingerprint:
         problems.append(_problem("", "integrity", "the examples do not add up to the manifest's fingerprint"))
     return checked, problems
 

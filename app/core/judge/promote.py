@@ -10,7 +10,7 @@ from pathlib import Path
 
 from app.core.base.schema import EvalRow, Promotion, VerdictRow
 from app.core.base.store import Store
-from app.core.judge import deployment, gate as G
+from app.core.judge import deployment, gate
 from app.core.judge.evaluate import Sink, choose_set, evaluate
 from app.core.judge.evidence import Evidence
 from app.core.judge.records import JudgeError, Target, thresholds
@@ -20,7 +20,7 @@ from app.core.judge.report import EvalReport, EvalSettings, composite
 @dataclass
 class Judgement:
     target: Target
-    verdict: G.Verdict
+    verdict: gate.Verdict
     row: VerdictRow
     reports: dict[str, EvalReport]  # candidate, base, deployed (when another checkpoint is deployed)
 
@@ -68,7 +68,7 @@ example by example: each evaluation's per-example files beside its report)."""
     th = thresholds(store)
     evidence = {name: Evidence.read(Path(row.report_path)) for name, row in
                 (("candidate", cand_row), ("base", base_row), ("deployed", dep_row)) if row is not None}
-    verdict = G.judge(evidence["candidate"], evidence["base"], evidence.get("deployed"), th)
+    verdict = gate.judge(evidence["candidate"], evidence["base"], evidence.get("deployed"), th)
     with store.session() as s:
         row = VerdictRow(checkpoint_id=target.id, eval_id=cand_row.id, base_eval_id=base_row.id,
                          deployed_eval_id=dep_row.id if dep_row else None, verdict=verdict.verdict,
