@@ -64,7 +64,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         from app.cli.common import print_json, row_dict
 
         return print_json({"paused": q.paused(), "max_concurrent": q.max_concurrent(), "entries": [
-            {"place": e.place, "state": e.state, "step": e.step, "total": e.total, "phase": e.phase,
+            {"place": e.place, "state": e.state, "on": e.on, "step": e.step, "total": e.total, "phase": e.phase,
              "eta_s": e.eta_s, "starts_in_s": e.starts_in_s, "job": row_dict(e.job)} for e in entries]})
     print(_header(q))
     if not entries:
@@ -90,8 +90,9 @@ def _header(q) -> str:
 def _row(e, paused: bool) -> str:
     place = str(e.place) if e.place else "-"
     progress = f"{e.step}/{e.total}" if e.step is not None and e.total else "-"
+    on = f"  (on {e.on})" if e.on != "local" else ""
     return (f"{place:>3}  {e.job.id:22} {e.job.kind:6} {e.job.priority:8} {e.state:10} {progress:>9}  "
-            f"{_timing(e, paused)}")
+            f"{_timing(e, paused)}{on}")
 
 
 def _timing(e, paused: bool) -> str:

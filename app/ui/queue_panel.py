@@ -72,7 +72,8 @@ def to_row(entry, paused: bool) -> QueueRow:
     job = entry.job
     model = Path(job.model_ref).name if "/" in job.model_ref else job.model_ref
     return QueueRow(job_id=job.id, place=entry.place, recipe=job.kind, priority=job.priority, state=entry.state,
-                    step=entry.step, total=entry.total, timing=timing(entry, paused), source=job.source,
+                    step=entry.step, total=entry.total, timing=timing(entry, paused),
+                    source=job.source + (f" · on {entry.on}" if entry.on != "local" else ""),
                     data=f"{Path(job.dataset_path).name} · {job.records} records · {model}",
                     error=job.error if job.error else None, waiting=entry.state in WAITING)
 

@@ -138,10 +138,17 @@ class SchoolPanel(QWidget):
         self.window_edit.setPlaceholderText("02:00-06:00 or any")
         self.window_edit.setToolTip("Local time a cycle may start in (HH:MM-HH:MM, may wrap midnight) or 'any'")
         self.window_edit.editingFinished.connect(self.apply_window)
+        self.train_on_box = QComboBox()
+        self.train_on_box.addItems(["default", "local", "ray", "skypilot"])
+        self.train_on_box.setToolTip("Where a cycle's training runs: here (local), a Ray cluster, a SkyPilot managed "
+                                     "job, or default: the queue's setting (nightschool queue remote backend)")
+        self.train_on_box.activated.connect(lambda _i: self.controller.set_policy("train_on",
+                                                                                  self.train_on_box.currentText()))
         form = QFormLayout(box)
         form.addRow("Deploy", self.deploy_box)
         form.addRow("Min sessions", self.min_sessions)
         form.addRow("Window", self.window_edit)
+        form.addRow("Train on", self.train_on_box)
         return box
 
     def _cycle_box(self) -> QGroupBox:
@@ -259,6 +266,7 @@ class SchoolPanel(QWidget):
         if not policy:
             return
         self.deploy_box.setCurrentText(policy.get("deploy", "auto"))
+        self.train_on_box.setCurrentText(policy.get("train_on", "default"))
         if not self.min_sessions.lineEdit().isModified():
             self.min_sessions.blockSignals(True)
             self.min_sessions.setValue(int(policy.get("min_sessions", 0)))

@@ -213,6 +213,10 @@ def test_policy_edits_go_through_the_school_and_a_refusal_says_why(qtbot, panel,
     panel.apply_min_sessions()  # at once: the commands run one after the other, neither change is lost
     qtbot.waitUntil(lambda: "Policy min_sessions is now 3" in panel.banner.text(), timeout=WAIT_MS)
     assert School(store).policy()["deploy"] == "ask" and School(store).policy()["min_sessions"] == 3
+    assert panel.train_on_box.currentText() == "default"
+    panel.train_on_box.setCurrentText("ray")
+    panel.train_on_box.activated.emit(panel.train_on_box.currentIndex())
+    qtbot.waitUntil(lambda: School(store).policy()["train_on"] == "ray", timeout=WAIT_MS)
 
     panel.window_edit.setText("25:00-99:00")
     panel.apply_window()

@@ -9,6 +9,7 @@ from typing import Callable
 
 from app.core.base.schema import Job, Run, utcnow
 from app.core.queue import eta
+from app.core.train import backends
 from app.core.train.spec import JobSpec
 
 
@@ -24,6 +25,7 @@ class Entry:
     phase: str | None = None  # of the latest progress: train | load_model | materialise
     eta_s: float | None = None  # how long it has left (running) or will take (waiting)
     starts_in_s: float | None = None  # queued jobs: when it starts; None when held or the queue is paused
+    on: str = "local"  # where the engine runs: local, ray or skypilot (chosen when queued, kept in its run dir)
 
 
 @dataclass
@@ -58,7 +60,10 @@ def build_entries(state: QueueState, latest_run: Callable[[str], Run | None],
                for i, job in enumerate(state.waiting, 1)]
     if not state.paused:
         _start_times(running, waiting, state.slots)
-    return running + waiting + [_finished(src, job) for job in state.finished]
+    entries = running + waiting + [_finished(src, job) for job in state.finished]
+    for entry in entries:  # read here, off the GUI thread: the view only formats
+        entry.on = backends.choice_of(Path(entry.job.spec_path).parent) if entry.job.spec_path else "local"
+    return entries
 
 
 def _start_times(running: list[Entry], waiting: list[Entry], slots: int) -> None:

@@ -122,6 +122,13 @@ def test_priority_then_fifo_order_and_reordering(queue, chat_file, tiny_model):
         queue.set_priority(n1, "urgent")
 
 
+def test_each_row_says_where_its_job_trains(queue, chat_file, tiny_model):
+    """A job queued for a Ray cluster says so in its row (chosen when queued, kept in its run dir); others run here."""
+    here = add(queue, chat_file, tiny_model)
+    there = queue.add(chat_file, model=str(tiny_model), hyper=fast_hyper(), dry_run=True, backend="ray").id
+    assert {e.job.id: e.on for e in queue.entries()} == {here: "local", there: "ray"}
+
+
 def test_many_moves_to_the_same_place_keep_the_order(queue, chat_file, tiny_model):
     a, b, c = (add(queue, chat_file, tiny_model) for _ in range(3))
     for _ in range(60):  # halving the gap runs out of float precision: positions are renumbered

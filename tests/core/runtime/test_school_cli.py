@@ -34,6 +34,15 @@ def test_a_malformed_policy_value_exits_2_with_the_accepted_values(ns_home):
     assert json.loads(cli(ns_home, "school", "policy", "--json").stdout)["deploy"] == "auto"
 
 
+def test_where_a_cycle_trains_is_a_policy_key():
+    from app.core.runtime.school.policy import Policy
+
+    assert Policy().train_on == "default"  # the queue's train.backend setting, else here
+    assert Policy(train_on="ray").train_on == "ray"
+    with pytest.raises(ValueError, match="skypilot"):
+        Policy(train_on="cloud")
+
+
 def test_now_is_refused_with_nothing_to_learn_then_names_a_cycle_that_history_lists(ns_home, store, tmp_path,
                                                                                       capsys):
     assert main(["school", "now"]) == 2  # an empty data dir: nothing new to learn, no cycle recorded

@@ -48,6 +48,9 @@ class Policy(BaseModel):
     judge_with: Literal["auto", "llama.cpp", "transformers"] = Field(
         "auto", description="how a cycle judges: llama.cpp on an f16 GGUF (minutes on a CPU), transformers (the "
                             "reference), or auto: transformers on a GPU machine, llama.cpp otherwise")
+    train_on: Literal["default", "local", "ray", "skypilot"] = Field(
+        "default", description="where a cycle's training jobs run: here, a Ray cluster, a SkyPilot managed job, or "
+                               "default: the queue's `train.backend` setting (nightschool queue remote)")
     quant: str = Field("q4_k_m", description="the quantization of the exported GGUF that is served")
     port: int = Field(8765, ge=0, le=65535, description="the port the deployed student is served on (0: any free "
                                                         "port)")

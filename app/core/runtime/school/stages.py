@@ -139,7 +139,8 @@ def _submit(ctx: Ctx, cycle: Cycle, stage: str, file: Path, kind: str, init_adap
     hyper = Hyper(**over) if over else None
     ds = _dataset(ctx, cycle)
     ctx.queue.add(file, kind=kind, priority="high", model=ds.base_model, hyper=hyper,
-                  source=f"cycle:{cycle.id}:{stage}", init_adapter=init_adapter)
+                  source=f"cycle:{cycle.id}:{stage}", init_adapter=init_adapter,
+                  backend=None if ctx.policy.train_on == "default" else ctx.policy.train_on)
     return None
 
 
