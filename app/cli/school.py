@@ -284,6 +284,34 @@ def cmd_policy(args) -> int:
     return refusals(go)
 
 
+def cmd_students(args) -> int:
+    def go() -> int:
+        school = _school()
+        if args.measure:
+            out = school.measure(args.measure)
+            if args.json:
+                return print_json(out)
+            print(f"queued measuring job {out['job']}: {out['steps']} training steps of {out['model']} at the policy's "
+                  f"window; `nightschool queue run` (or the running school) runs it, then this list shows its speed")
+            return 0
+        out = school.students()
+        if args.json:
+            return print_json(out)
+        from app.core.base.words import duration_words
+
+        print(f"this machine: {out['machine']}; a cycle trains on {out['cycle_tokens_from']}")
+        print(f"  {'STUDENT':34} {'TRAINS':6} {'A CYCLE':>12}  SPEED MEASURED HERE / WHY")
+        for o in out["students"]:
+            took = duration_words(o["cycle_training_s"]) or "-"
+            speed = f"{o['tokens_per_s']:,.0f} tokens/s ({o['speed_from']})" if o["tokens_per_s"] else o["speed_from"]
+            print(f"{'*' if o['current'] else ' '} {o['name']:34} {o['method'] or 'no':6} {took:>12}  {speed}")
+            print(f"  {'':34} {'':6} {'':12}  {o['why']}")
+        print("* the current student. Choose one: nightschool school policy base_model REF; measure one here: "
+              "nightschool school students --measure REF")
+        return 0
+    return refusals(go)
+
+
 def cmd_decide(args) -> int:
     def go() -> int:
         out = _school().decide(args.id, args.approve)
@@ -321,6 +349,9 @@ def register(sub) -> None:
     pol = command("policy", "show the policy, or set KEY VALUE", cmd_policy)
     pol.add_argument("key", nargs="?", metavar="KEY")
     pol.add_argument("value", nargs="?", metavar="VALUE")
+    stu = command("students", "the students this machine can train and a cycle's time for each, measured here",
+                  cmd_students)
+    stu.add_argument("--measure", metavar="MODEL", help="queue a short job that measures MODEL's speed here")
     for name, approve, text in (("approve", True, "deploy what a cycle waiting for approval produced"),
                                 ("refuse", False, "end a cycle waiting for approval without deploying")):
         p = command(name, text, cmd_decide, approve=approve)

@@ -37,6 +37,8 @@ class FirstRunWizard(QWizard):
         self.policy = PolicyPage(current)
         self.engine = EnginePage(self.work)
         self.work.found.connect(self.agents.show_found)
+        self.work.students.connect(self.model.show_students)
+        self.work.look_students(store)
         self.work.look_failed.connect(self.agents.show_error)
         for page in (self.agents, self.model, self.exclude, self.policy, self.engine):
             self.addPage(page)

@@ -6,6 +6,7 @@ from typing import Any
 
 from PySide6.QtWidgets import (
     QButtonGroup,
+    QComboBox,
     QFileDialog,
     QHBoxLayout,
     QLineEdit,
@@ -40,11 +41,47 @@ class ModelPage(Page):
                                 "Downloaded when first used: this needs a reachable hub (internet or a mirror).")
         self.hub_edit = QLineEdit()
         self.hub_edit.setPlaceholderText("e.g. HuggingFaceTB/SmolLM2-360M-Instruct")
-        self.box.addLayout(_row(self.hub_edit))
+        self.suggested = QComboBox()
+        self.suggested.setToolTip("Students that fit this machine's memory (and GPU), with a cycle's training time "
+                                  "where this machine's speed has been measured")
+        self.suggested.activated.connect(self._suggest)
+        self.box.addLayout(_row(self.hub_edit, self.suggested))
+        self.fit_note = label("Looking at what this machine can train…", DIM_STYLE)
+        self.fit_note.setWordWrap(True)
+        self.box.addWidget(self.fit_note)
         self._select(current)
         self.group.buttonToggled.connect(lambda *_: self._enable())
         self._enable()
         self.finish("Change it later with `nightschool school policy base_model …`.")
+
+    def show_students(self, out: dict) -> None:
+        """What fits this machine (School.students()), as choices for the hub box and one line of evidence."""
+        from app.core.base.words import duration_words
+
+        self.suggested.clear()
+        self.suggested.addItem("Suggested for this machine…", None)
+        fitting = [o for o in out.get("students", []) if o["fits"] and o["base_model"] != DEFAULT_MODEL
+                   and "/" in o["base_model"] and not Path(o["base_model"]).is_absolute()]
+        for o in fitting:
+            took = duration_words(o["cycle_training_s"])
+            self.suggested.addItem(f"{o['name']} ({o['method']}" + (f", a cycle ≈ {took})" if took else ")"),
+                                   o["base_model"])
+        mine = next((o for o in out.get("students", []) if o["base_model"] == DEFAULT_MODEL), None)
+        speed = (f"the built-in model trains a cycle in about {duration_words(mine['cycle_training_s'])} here"
+                 if mine and mine["cycle_training_s"] else "a cycle's time shows once this machine has trained "
+                                                           "(or: nightschool school students --measure REF)")
+        bigger = sum(1 for o in out.get("students", []) if not o["fits"])
+        machine = out.get("machine", "?")
+        need = "more GPU memory" if "GiB)" in machine else "a GPU"
+        self.fit_note.setText(f"This machine: {machine}. {len(fitting) + 1} students fit it; {bigger} larger ones "
+                              f"need {need}. {speed[:1].upper() + speed[1:]}.")
+
+    def _suggest(self, index: int) -> None:
+        ref = self.suggested.itemData(index)
+        if ref:
+            self.hub.setChecked(True)
+            self.hub_edit.setText(ref)
+            self._enable()
 
     def _option(self, text: str, note: str) -> QRadioButton:
         button = QRadioButton(text)

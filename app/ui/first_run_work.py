@@ -23,6 +23,7 @@ class WizardWork(BackgroundController):
     progress = Signal(object)  # SetupProgress
     done = Signal(object)  # EngineStatus after a setup
     failed = Signal(object)  # Explained (what / why / fix) from the engine's status or setup
+    students = Signal(object)  # School.students(): what this machine can train, a cycle's time measured here
 
     def __init__(self, engine: Any) -> None:
         super().__init__()
@@ -32,6 +33,12 @@ class WizardWork(BackgroundController):
     def look(self, config: CaptureConfig) -> None:
         self._thread("first-run-look", lambda: agent_folders(config), self.found, self.look_failed,
                      "Could not look at the agents' folders")
+
+    def look_students(self, store) -> None:
+        from app.core.runtime.school.facade import School
+
+        self._thread("first-run-students", lambda: School(store).students(), self.students, self.look_failed,
+                     "Could not look at what this machine can train")
 
     def read_status(self, check: bool = False) -> None:
         """The engine's status; check: with the import probe (a few seconds)."""

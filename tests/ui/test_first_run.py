@@ -170,6 +170,19 @@ def test_finish_saves_every_choice_where_the_app_reads_it(qtbot, make_wizard, st
     assert not first_run.pending(store)
 
 
+def test_the_model_page_offers_the_students_this_machine_can_train(qtbot, make_wizard):
+    wizard = make_wizard()
+    page = wizard.model
+    qtbot.waitUntil(lambda: "This machine:" in page.fit_note.text(), timeout=10_000)  # read off the GUI thread
+    offered = [page.suggested.itemData(i) for i in range(1, page.suggested.count())]
+    assert "HuggingFaceTB/SmolLM2-360M-Instruct" in offered  # this CI machine: 2+ cores, no GPU, RAM for 360M
+    assert "Qwen/Qwen2.5-7B-Instruct" not in offered and "need a GPU" in page.fit_note.text()
+    assert "measure" in page.fit_note.text()  # nothing trained here yet: no time is made up
+    page.suggested.setCurrentIndex(offered.index("HuggingFaceTB/SmolLM2-360M-Instruct") + 1)
+    page.suggested.activated.emit(page.suggested.currentIndex())
+    assert page.hub.isChecked() and page.choice() == "HuggingFaceTB/SmolLM2-360M-Instruct"
+
+
 def test_invalid_window_and_hub_id_are_refused_on_their_page(qtbot, make_wizard):
     wizard = make_wizard()
     go_to(qtbot, wizard, wizard.model)

@@ -76,6 +76,25 @@ class School:
     def policy(self) -> dict[str, Any]:
         return pol.load(self.store).model_dump()
 
+    def students(self, machine=None) -> dict[str, Any]:
+        """The students this machine can train, each with a cycle's training time from speed measured here."""
+        from app.core.runtime.school import students
+
+        machine = machine or students.this_machine()
+        policy = pol.load(self.store)
+        found, tokens_from = students.offers(self.store, machine, policy.base_model, policy.max_steps,
+                                             policy.max_length)
+        return {"machine": machine.words(), "cycle_tokens_from": tokens_from,
+                "students": [o.as_dict() for o in found]}
+
+    def measure(self, model: str) -> dict[str, Any]:
+        """Queue a short measuring job of a model (the runtime's queue runs it); its speed then feeds students()."""
+        from app.core.queue.scheduler import Queue
+        from app.core.runtime.school import students
+
+        job = students.measure(Queue(self.store, inbox=False), model, pol.load(self.store).max_length)
+        return {"job": job.id, "model": model, "steps": students.MEASURE_STEPS}
+
     def checkpoints(self) -> list[dict[str, Any]]:
         from app.core.judge.records import all_checkpoints, passing_verdict
 
