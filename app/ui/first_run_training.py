@@ -44,6 +44,8 @@ class ModelPage(Page):
         self.suggested = QComboBox()
         self.suggested.setToolTip("Students that fit this machine's memory (and GPU), with a cycle's training time "
                                   "where this machine's speed has been measured")
+        self.suggested.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.suggested.addItem("Suggested for this machine…", None)
         self.suggested.activated.connect(self._suggest)
         self.box.addLayout(_row(self.hub_edit, self.suggested))
         self.fit_note = label("Looking at what this machine can train…", DIM_STYLE)
