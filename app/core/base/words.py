@@ -2,17 +2,6 @@
 from __future__ import annotations
 
 
-def eta_words(seconds: float | None) -> str:
-    if seconds is None or seconds < 0:
-        return ""
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"about {seconds} s left"
-    if seconds < 3600:
-        return f"about {seconds // 60} min left"
-    return f"about {seconds // 3600} h {seconds % 3600 // 60:02d} min left"
-
-
 def duration_words(seconds: float | None) -> str:
     """A length of time as a person says it: "40 s", "12 min", "3 h 05 min" ("" for None)."""
     if seconds is None or seconds < 0:
@@ -23,6 +12,12 @@ def duration_words(seconds: float | None) -> str:
     if seconds < 3600:
         return f"{seconds // 60} min"
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def eta_words(seconds: float | None) -> str:
+    """Time left as a progress line says it: "about 12 min left" ("" for None)."""
+    took = duration_words(seconds)
+    return f"about {took} left" if took else ""
 
 
 def grouped(n, none: str = "-") -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from app.core.base import settings
 from app.core.train.backends import BackendError
-from app.core.train.backends.remote import EventMirror, RemoteRecord, bring_home, other_lines, send_control, stage
+from app.core.train.backends.remote import EventMirror, RemoteRecord, send_control, settle, stage
 from app.core.train.spec import JobSpec
 
 ADDRESS = "train.ray.address"  # e.g. http://gpu-box:8265 (the dashboard/job-submission port)
@@ -200,13 +200,7 @@ class RayBackend:
             logs = ""
             reason = self.last_error.get(job_id) or f"the Ray head at {self.address} cannot be reached: {exc}"
         mirror.feed(logs)
-        rest = other_lines(logs)
-        if rest:
-            with (Path(run_dir) / "engine.err").open("a", encoding="utf-8") as fh:
-                fh.write(f"--- ray job {rec.submission_id} ---\n{rest}\n")
-        notes = bring_home(rec, Path(run_dir), job_spec_sha)
-        if reason and notes:
-            reason += "; " + "; ".join(notes)
+        reason = settle(rec, Path(run_dir), job_spec_sha, logs, f"ray job {rec.submission_id}", reason)
         self._mirrors.pop(job_id, None)
         return mirror.exit_code, reason
 

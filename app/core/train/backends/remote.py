@@ -143,6 +143,17 @@ def bring_home(rec: RemoteRecord, run_dir: Path, job_spec_sha: str) -> list[str]
     return notes
 
 
+def settle(rec: RemoteRecord, run_dir: Path, job_spec_sha: str, log: str, label: str,
+           reason: str | None) -> str | None:
+    """An attempt ended: the log's other lines go to engine.err under `label`, what it made comes home; the reason the
+    attempt could not be read (if any) with the notes on what could not come home."""
+    if rest := other_lines(log):
+        with (Path(run_dir) / "engine.err").open("a", encoding="utf-8") as fh:
+            fh.write(f"--- {label} ---\n{rest}\n")
+    notes = bring_home(rec, Path(run_dir), job_spec_sha)
+    return f"{reason}; {'; '.join(notes)}" if reason and notes else reason
+
+
 def send_control(rec: RemoteRecord, command: str) -> None:
     """Leave a command for the remote wrapper (it forwards it to the engine's socket within a second)."""
     from app.core.train.backends import BackendError

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from app.core.base import settings
 from app.core.train.backends import BackendError
-from app.core.train.backends.remote import EventMirror, RemoteRecord, bring_home, other_lines, send_control, stage
+from app.core.train.backends.remote import EventMirror, RemoteRecord, send_control, settle, stage
 from app.core.train.spec import JobSpec
 
 PIN = "0.10.3"
@@ -165,13 +165,8 @@ class SkyPilotBackend:
             code = self.sky.jobs.tail_logs(job_id=int(rec.submission_id), follow=False, output_stream=feed)
         except Exception as exc:  # noqa: BLE001
             code, reason = None, f"SkyPilot's log of managed job {rec.submission_id} could not be read: {exc}"
-        rest = other_lines("".join(feed.text))
-        if rest:
-            with (Path(run_dir) / "engine.err").open("a", encoding="utf-8") as fh:
-                fh.write(f"--- skypilot managed job {rec.submission_id} ---\n{rest}\n")
-        notes = bring_home(rec, Path(run_dir), job_spec_sha)
-        if notes and reason:
-            reason += "; " + "; ".join(notes)
+        reason = settle(rec, Path(run_dir), job_spec_sha, "".join(feed.text),
+                        f"skypilot managed job {rec.submission_id}", reason)
         return (feed.mirror.exit_code if feed.mirror.exit_code is not None else code), reason
 
     def command(self, run_dir: Path, command: str) -> None:
