@@ -11,16 +11,26 @@ decides every match: a prefilter hit only lets it run.
 """
 from __future__ import annotations
 
+import functools
 import re
 import re._constants as C  # noqa: N812 - the parser's opcode names
 import re._parser as P  # noqa: N812
 
-FOLDS = {c: {chr(u) for u in range(128, 0x110000) if re.fullmatch(re.escape(chr(c)), chr(u), re.IGNORECASE)}
-         for c in range(128) if chr(c).isalpha()}  # {ord('k'): {'\u212a'}, ...}: what a case-blind ASCII letter takes
 HIGH = set(range(128, 256))  # the bytes of non-ASCII characters in UTF-8 (all of them, lead and continuation)
 ASCII = [chr(c) for c in range(128)]
 CATEGORIES = {C.CATEGORY_DIGIT: r"\d", C.CATEGORY_NOT_DIGIT: r"\D", C.CATEGORY_SPACE: r"\s",
               C.CATEGORY_NOT_SPACE: r"\S", C.CATEGORY_WORD: r"\w", C.CATEGORY_NOT_WORD: r"\W"}
+
+
+@functools.cache
+def folds() -> dict[int, set[str]]:
+    """{ord('k'): {'\u212a'}, ...}: the non-ASCII characters a case-blind ASCII letter matches, asked of Python's own
+    matcher: one case-blind scan of every non-ASCII character for any ASCII letter (0.1 s; asking each character of
+    each letter with re.fullmatch gave the same sets in 40 s, and every process that scrubs paid it at import), then
+    each hit asked of each letter."""
+    letters = [chr(c) for c in range(128) if chr(c).isalpha()]
+    hits = set(re.findall("|".join(letters), "".join(map(chr, range(128, 0x110000))), re.IGNORECASE))
+    return {ord(c): {h for h in hits if re.fullmatch(re.escape(c), h, re.IGNORECASE)} for c in letters}
 
 
 class Unsupported(ValueError):
@@ -86,8 +96,9 @@ def _folded(codes: set[int], flags: int) -> tuple[set[int], set[str], bool]:
     """ASCII codes and, case-blind, their other case and the non-ASCII letters that fold onto them."""
     if not flags & re.IGNORECASE:
         return codes, set(), False
-    letters = {c for c in codes if c in FOLDS}
-    return codes | {ord(chr(c).swapcase()) for c in letters}, {u for c in letters for u in FOLDS[c]}, False
+    table = folds()
+    letters = {c for c in codes if c in table}
+    return codes | {ord(chr(c).swapcase()) for c in letters}, {u for c in letters for u in table[c]}, False
 
 
 def _in(items: list, flags: int) -> tuple[set[int], set[str], bool]:
