@@ -96,3 +96,19 @@ def test_real_world_fixtures_scrub_exactly_as_before():
             assert new.text(text) == old.text_per_pattern(text), f"{path} scrubs differently with the one-pass gate"
     assert new.report.counts == old.report.counts
     assert new.report.total > 0  # the fixtures do hold secret-shaped strings: the comparison saw replacements
+
+
+def test_the_case_fold_table_is_what_python_folds_and_costs_nothing_at_import():
+    """The non-ASCII characters Python's case-blind matcher takes for ASCII letters (KELVIN SIGN, LONG S, dotted and
+    dotless I), found on first use: importing the scrubber once cost every process 40 s computing it."""
+    import subprocess
+    import sys
+
+    from app.core.scrub.prefilter import folds
+
+    found = {chr(c): t for c, t in folds().items() if t}
+    assert found == {"I": {"\u0130", "\u0131"}, "K": {"\u212a"}, "S": {"\u017f"},
+                     "i": {"\u0130", "\u0131"}, "k": {"\u212a"}, "s": {"\u017f"}}
+    fresh = subprocess.run([sys.executable, "-c", "from app.core.scrub import scrubber, prefilter; "
+                            "print(prefilter.folds.cache_info().currsize)"], capture_output=True, text=True, check=True)
+    assert fresh.stdout.strip() == "0"
