@@ -291,8 +291,8 @@ def cmd_students(args) -> int:
             out = school.measure(args.measure)
             if args.json:
                 return print_json(out)
-            print(f"queued measuring job {out['job']}: {out['steps']} training steps of {out['model']} at the policy's "
-                  f"window; `nightschool queue run` (or the running school) runs it, then this list shows its speed")
+            print(f"queued measuring job {out['job']}: {out['steps']} training steps of {out['model']}, one full window "
+                  f"each; `nightschool queue run` (or the running school) runs it, then this list shows its speed")
             return 0
         out = school.students()
         if args.json:

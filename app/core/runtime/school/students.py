@@ -18,7 +18,7 @@ from app.core.train.spec import DEFAULT_MODEL, Hyper
 
 GIB = 1024 ** 3
 MEASURE_SOURCE = "measure"  # the queue's source of a measuring job
-MEASURE_STEPS = 4  # optimizer steps of a measuring job: enough for a steady tokens/s after the first one
+MEASURE_STEPS = 3  # optimizer steps of one full window each: a few minutes on a 2-core CPU at 2048 tokens
 CPU_MAX_PARAMS_M = 400  # SmolLM2-135M/360M-class; above, a CPU takes most of a night for a few hundred steps
 NOMINAL_STEPS = 100  # a cycle's steps before one has run (the recipe caps a cycle by epochs over its data)
 OVERHEAD_GB = 1.5  # the engine's own Python, tokenizer and batch buffers
@@ -227,7 +227,6 @@ def measuring_data(max_length: int, examples: int = 32) -> Path:
 
 
 def measure(queue, model: str, max_length: int) -> Job:
-    """Queue a short job of this model (MEASURE_STEPS steps at full windows) whose tokens/s the offers then use."""
-    hyper = Hyper(max_steps=MEASURE_STEPS, max_length=max_length, batch_size=Hyper().batch_size, grad_accum=1,
-                  save_steps=10_000)
+    """Queue a short job of this model (MEASURE_STEPS steps of one full window) whose tokens/s the offers then use."""
+    hyper = Hyper(max_steps=MEASURE_STEPS, max_length=max_length, batch_size=1, grad_accum=1, save_steps=10_000)
     return queue.add(measuring_data(max_length), model=model, hyper=hyper, priority="high", source=MEASURE_SOURCE)
