@@ -24,7 +24,7 @@ MAY_IMPORT = {  # layer owner -> prefixes it may import from this project
 # before it. A new package gets its place here on purpose.
 ORDER = {
     "app.core.": ["base", "scrub", "toolcalls", "datafiles", "desktop", "enginenv", "workers", "capture",
-                  "experience", "importer", "datasets", "train", "queue", "judge", "ship", "runtime"],
+                  "experience", "importer", "datasets", "train", "queue", "judge", "ship", "runtime", "team"],
     "app.core.runtime.": ["machinery", "school", "supervisor"],
     "engine.": ["errors", "chat_template", "loading", "render", "train", "workers", "serve", "__main__"],
 }

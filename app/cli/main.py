@@ -343,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     from app.cli.school import register as register_school
     from app.cli.ship import register as register_ship
     from app.cli.store import register as register_store
+    from app.cli.team import register as register_team
 
     register(sub)
     register_datasets(sub)
@@ -356,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_desktop(sub)
     register_engine(sub)
     register_store(sub)
+    register_team(sub)
     return parser
 
 

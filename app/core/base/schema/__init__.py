@@ -11,6 +11,7 @@ from app.core.base.schema.jobs import CheckpointRow, Job, Run
 from app.core.base.schema.judge import EvalRow, Promotion, VerdictRow
 from app.core.base.schema.school import CycleRow, SessionMark
 from app.core.base.schema.ship import Deployment, ExportRow
+from app.core.base.schema.team import TeamMember  # noqa: F401
 
 __all__ = [
     "AgentSession", "Base", "BuiltDataset", "CaptureFile", "CheckpointRow", "CorrectionRow", "CycleRow",

@@ -60,6 +60,7 @@ class AgentSession(Base):
     signals_json: Mapped[str] = mapped_column(Text, default="{}")
     secrets_scrubbed: Mapped[int] = mapped_column(Integer, default=0)
     title: Mapped[str] = mapped_column(Text, default="")
+    member: Mapped[str | None] = mapped_column(String(80), nullable=True, index=True)  # team mode: who shipped it
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow,
                                                  index=True)
 
