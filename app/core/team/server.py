@@ -4,18 +4,17 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
+from fastapi import Depends, FastAPI, HTTPException, Request
+from sqlalchemy import func, select
+
+from app.core.base.schema import AgentSession
 from app.core.base.store import Store
 from app.core.team import members, wire
 
-MAX_BODY = 256 * 1024 * 1024  # decompressed cap is the payload list's own; this bounds the request read
+MAX_BODY = 256 * 1024 * 1024  # one outbox file is far smaller: a bound on what one request may hold
 
 
-def create_app(store: Store):
-    from fastapi import Depends, FastAPI, HTTPException, Request
-    from sqlalchemy import func, select
-
-    from app.core.base.schema import AgentSession
-
+def create_app(store: Store) -> FastAPI:
     app = FastAPI(title="nightschool team", docs_url=None, redoc_url=None, openapi_url=None)
 
     def member(request: Request) -> members.Member:
@@ -28,7 +27,7 @@ def create_app(store: Store):
         return found
 
     @app.post("/v1/sessions")
-    async def post_sessions(request: Request, who: members.Member = Depends(member)) -> dict[str, Any]:
+    async def post_sessions(request: Request, who: members.Member = Depends(member)) -> dict[str, Any]:  # noqa: B008
         body = await request.body()
         if len(body) > MAX_BODY:
             raise HTTPException(413, detail="the body is too large: push fewer sessions at a time")
@@ -56,7 +55,7 @@ def create_app(store: Store):
                 "members": len(members.list_members(store))}
 
     @app.delete("/v1/me/sessions")
-    def withdraw(who: members.Member = Depends(member)) -> dict[str, Any]:
+    def withdraw(who: members.Member = Depends(member)) -> dict[str, Any]:  # noqa: B008
         return {"member": who.name, "withdrawn": wire.withdraw(store, who.name)}
 
     return app
