@@ -42,16 +42,21 @@ def invite(store: Store, name: str) -> str:
         raise MemberError("a member needs a name of 1 to 80 characters", fix="pass a short name, e.g. alice")
     token = secrets.token_urlsafe(32)
     with store.engine.begin() as conn:
-        if conn.execute(select(TeamMember.id).where(TeamMember.name == name)).first() is not None:
-            raise MemberError(f"{name} is already a member", why="a name is invited once",
+        held = conn.execute(select(TeamMember.id, TeamMember.revoked_at).where(TeamMember.name == name)).first()
+        if held is not None and held.revoked_at is None:
+            raise MemberError(f"{name} is already a member", why="a live member has one token",
                               fix=f"revoke {name} first (nightschool team revoke {name}) or pick another name")
-        conn.execute(insert(TeamMember).values(name=name, token_sha256=token_hash(token), created_at=utcnow()))
+        if held is not None:  # a revoked member invited again: a new token, the same name (its sessions stay its)
+            conn.execute(update(TeamMember).where(TeamMember.id == held.id).values(
+                token_sha256=token_hash(token), revoked_at=None, created_at=utcnow()))
+        else:
+            conn.execute(insert(TeamMember).values(name=name, token_sha256=token_hash(token), created_at=utcnow()))
     return token
 
 
 def revoke(store: Store, name: str) -> None:
-    """The member's token is refused from now on; its sessions stay until withdrawn. A revoked name can be invited
-    again: its old row is renamed out of the way."""
+    """The member's token is refused from now on; its sessions stay until withdrawn. Inviting the name again gives
+    it a new token."""
     with store.engine.begin() as conn:
         row = conn.execute(select(TeamMember).where(TeamMember.name == name)).first()
         if row is None:

@@ -144,12 +144,15 @@ def test_members_ship_scrubbed_sessions_idempotently_and_survive_a_dead_server(t
     with pytest.raises(team_member.Refused):
         team_member.push(bob)
     assert len(team_member.pending()) == 1  # the spool is kept for a later invitation
+    again = _cli(server.env, "team", "invite", "bob", "--json")  # invited again: a new token drains the spool
+    team_member.join(server.url, json.loads(again.stdout)["token"])
+    assert team_member.drain().sent_sessions == 1 and not team_member.pending()
 
     _as(monkeypatch, tmp_path, "alice")
     assert team_member.withdraw() == 3
-    assert server.status()["sessions_per_member"] == {"bob": 4}
+    assert server.status()["sessions_per_member"] == {"bob": 5}
     listed = _cli(server.env, "team", "members", "--json")
     assert [(m["name"], m["revoked_at"] is None) for m in json.loads(listed.stdout)] == [("alice", True),
-                                                                                         ("bob", False)]
+                                                                                         ("bob", True)]
     alice.close()
     bob.close()
