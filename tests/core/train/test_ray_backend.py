@@ -66,6 +66,10 @@ def test_a_job_on_ray_streams_resumes_after_ray_job_stop_and_brings_its_checkpoi
     # live: the loss reaches the local events.jsonl while the Ray job runs
     _wait(lambda: of_type(read_events(run_dir / "events.jsonl"), "metrics"), "a loss event streaming home")
     _wait(lambda: ckpt.latest_good(on_ray / job.id / "checkpoints"), "a sealed checkpoint on the storage")
+    # paused first (relayed through the storage's control file), so the job cannot finish before it is stopped
+    manager.remote(run_dir).command(run_dir, "pause")
+    _wait(lambda: any(e.body.state == "paused" for e in of_type(read_events(run_dir / "events.jsonl"), "state")),
+          "the remote engine pausing")
     _ray("job", "stop", f"nightschool-{job.id}-1", "--address", manager.remote(run_dir).address)
     _wait(lambda: not manager.is_alive(run), "the stopped Ray job ending")
     assert manager.reconcile() == [job.id]  # finalise saw a crash and submitted the job again
