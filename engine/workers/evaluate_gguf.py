@@ -14,9 +14,9 @@ from types import SimpleNamespace
 from app.core.base import protocol as P
 from app.core.judge import decoding
 from app.core.judge.gguf import GgufEvalConfig
+from engine.workers.envelope import Emitter, worker_main
 from engine.workers.evaluate import encoded, finish, held_out_cases
 from engine.workers.mine_pairs import STOP_TOKENS
-from engine.workers.envelope import Emitter, worker_main
 
 TOOL_END = decoding.TOOL_END.encode()
 ROWS = 256  # logits rows turned into log-probabilities at once
@@ -60,21 +60,37 @@ class Served:
         tools = render.tool_schemas(messages) or None if render.supports_tools(self.template) else None
         return self._format(messages=messages, tools=tools).prompt
 
-    def load(self, n_ctx: int) -> None:
-        """The full model, with logits for every position (the loss reads them)."""
+    def load(self, n_ctx: int, logits_all: bool) -> None:
+        """The full model; with logits for every position for the loss, without them for generation (the vocabulary
+        projection of every prompt token is a fifth of a small model's work, and copying it out more)."""
         from engine.workers import smoke
 
         self.llm.close()
         kw = {"n_threads": self.n_threads, "n_threads_batch": self.n_threads} if self.n_threads else {}
-        self.llm = smoke.load(self.path, n_ctx=n_ctx, logits_all=True, n_batch=min(n_ctx, 512), **kw)
+        self.llm = smoke.load(self.path, n_ctx=n_ctx, logits_all=logits_all, n_batch=min(n_ctx, 512), **kw)
+        self.reused = 0  # prompt tokens not evaluated again because the KV cache held them
+
+    def _keep_prefix(self, ids: list[int]) -> list[int]:
+        """Keep the KV cache (and the logits rows) of the tokens this sequence shares with the one evaluated before;
+        the tokens still to evaluate. At least the last token is evaluated again."""
+        llm, shared = self.llm, 0
+        for a, b in zip(llm._input_ids[:llm.n_tokens], ids[:-1]):
+            if a != b:
+                break
+            shared += 1
+        if shared and llm._ctx.kv_cache_seq_rm(-1, shared, -1):
+            llm.n_tokens = shared
+            self.reused += shared
+            return ids[shared:]
+        llm.reset()
+        return ids
 
     def nll(self, ids: list[int], mask: list[int]) -> tuple[float, int]:
         """Summed NLL of the masked tokens, each predicted from the tokens before it (log-softmax in float64, a block
         of rows at a time: a whole example's logits in float64 would take GBs)."""
         import numpy as np
 
-        self.llm.reset()
-        self.llm.eval(ids)
+        self.llm.eval(self._keep_prefix(ids))
         rows = [i for i in range(len(ids) - 1) if mask[i + 1]]
         total = 0.0
         for start in range(0, len(rows), ROWS):
@@ -90,6 +106,7 @@ class Served:
         """Greedy, decoded as served (decoding.py): up to an end-of-turn token, the first complete tool call or
         max_new_tokens. (text, finished)."""
         out, finished = bytearray(), False
+        self.reused += _shared(self.llm._input_ids[:self.llm.n_tokens], prompt_ids[:-1])  # llama-cpp-python reuses it
         for n, token in enumerate(self.llm.generate(prompt_ids, reset=True, **decoding.llama_kwargs(repeat_penalty))):
             if token in self.stop:
                 finished = True
@@ -107,14 +124,30 @@ class Served:
         self.llm.close()
 
 
+def _shared(a, b) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def prefix_order(seqs: list[list[int]]) -> list[int]:
+    """Indices in token order: sequences that share a beginning (the same session's contexts, the same system prompt
+    and tools) come one after another, so each evaluates only what it does not share with the one before."""
+    return sorted(range(len(seqs)), key=lambda i: seqs[i])
+
+
 def losses_of(served: Served, rendered: list[dict], progress) -> tuple[list[tuple[float, int]], int]:
     """(summed NLL, tokens) per example on the training renderer's ids, and how many llama.cpp tokenises the same."""
-    matched, out = 0, []
-    for i, r in enumerate(rendered):
+    matched, out = 0, [(0.0, 0)] * len(rendered)
+    for n, i in enumerate(prefix_order([r["ids"] for r in rendered])):
+        r = rendered[i]
         matched += served.tokens(r["text"]) == r["full_ids"]
-        ids, mask = r["ids"], r["mask"]
-        out.append(served.nll(ids, mask) if sum(mask[1:]) else (0.0, 0))
-        progress("loss", i + 1, len(rendered))
+        if sum(r["mask"][1:]):
+            out[i] = served.nll(r["ids"], r["mask"])
+        progress("loss", n + 1, len(rendered))
     return out, matched
 
 
@@ -138,14 +171,20 @@ def measure(served: Served, renderer, found, rendered: list[dict], settings, out
     out.emit(P.Log(message=f"{len(rendered)} examples for the loss, {len(found)} next actions on "
                            f"{served.path.name} ({served.quant}); {matched} of {len(found)} prompts render through "
                            "its template as in training"))
-    served.load(longest + 8)
+    served.load(max(len(r["ids"]) for r in rendered) + 8 if rendered else 64, logits_all=True)
+    started = time.monotonic()
     per_example, tokenization_matched = losses_of(served, rendered, out.progress)
     out.emit(P.Log(message=f"llama.cpp tokenises {tokenization_matched} of {len(rendered)} rendered examples exactly "
-                           "as the HF tokenizer (the loss is measured on the HF token ids either way)"))
-    texts = []
-    for ids in prompt_ids:
-        texts.append(served.generate(ids, settings.max_new_tokens, settings.repeat_penalty))
-        out.progress("generate", len(texts), len(prompt_ids))
+                           "as the HF tokenizer (the loss is measured on the HF token ids either way); loss in "
+                           f"{time.monotonic() - started:.1f} s, {served.reused} tokens reused from the cache"))
+    served.load(longest + 8, logits_all=False)
+    started = time.monotonic()
+    texts: list = [None] * len(prompt_ids)
+    for n, i in enumerate(prefix_order(prompt_ids)):
+        texts[i] = served.generate(prompt_ids[i], settings.max_new_tokens, settings.repeat_penalty)
+        out.progress("generate", n + 1, len(prompt_ids))
+    out.emit(P.Log(message=f"{len(prompt_ids)} next actions generated in {time.monotonic() - started:.1f} s, "
+                           f"{served.reused} prompt tokens reused from the cache"))
     return {"per_example": per_example, "texts": texts, "tokenization_matched": tokenization_matched,
             "prompts_matched": matched}
 

@@ -67,6 +67,7 @@ def test_the_exported_gguf_is_judged_like_the_checkpoint(store, shippable_model,
     for key, row in hf_losses.items():
         assert gguf_losses[key]["tokens"] == row["tokens"]
         assert gguf_losses[key]["nll"] == pytest.approx(row["nll"], rel=1e-3)
+    _reusing_the_cache_changes_no_loss(exp.path("f16"))
     rows = keyed(f16["gguf_eval"])
     assert all({"outcome", "attempted", "valid", "student"} <= row.keys() for row in rows.values())
     again = evaluate_gguf(store, base, exp.path("f16"), evset, SETTINGS, "f16")
@@ -78,6 +79,27 @@ def test_the_exported_gguf_is_judged_like_the_checkpoint(store, shippable_model,
     assert "checkpoint (HF)" in out and "GGUF q4_k_m" in out
     assert f"same next-action outcome: {q4['outcome_agreement']:.0%} of 14" in out
     assert "tokenised like HF: 11 of 11 examples" in out
+
+
+def _reusing_the_cache_changes_no_loss(path):
+    """Examples evaluated in token order keep the KV cache of the beginning they share with the one before: the same
+    NLL as evaluated alone, fewer tokens evaluated."""
+    from engine.workers.evaluate_gguf import Served
+
+    served = Served(path, n_threads=None)
+    try:
+        shared = served.tokens("The capital of France is Paris. The capital of Spain is Madrid. " * 3)
+        a, b = shared + served.tokens(" Rome is in Italy."), shared + served.tokens(" Lima is in Peru.")
+        served.load(len(a) + len(b), logits_all=True)
+        mask = [1] * len(b)
+        served.nll(a, [1] * len(a))
+        after_a = served.nll(b, mask)
+        assert served.reused == len(shared)
+        served.llm.reset()
+        alone = served.nll(b, mask)
+        assert after_a[1] == alone[1] and after_a[0] == pytest.approx(alone[0], rel=1e-4)
+    finally:
+        served.close()
 
 
 def _hf_folder(store, result: dict):
