@@ -2,13 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-
-def _fail(exc: Exception) -> int:
-    print(f"error: {exc}", file=sys.stderr)
-    return 2
+from app.cli.common import open_store, print_json, refusals
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -19,89 +15,53 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_invite(args: argparse.Namespace) -> int:
-    from app.core.base.errors import Explained
-    from app.core.base.store import Store
     from app.core.team import members
 
-    store = Store()
-    try:
-        token = members.invite(store, args.name)
-    except Explained as exc:
-        return _fail(exc)
-    finally:
-        store.close()
+    token = members.invite(open_store(), args.name)
     if args.json:
-        print(json.dumps({"name": args.name, "token": token}))
-    else:
-        print(f"{args.name} is invited. Their token (shown once, only its hash is kept):\n{token}\n"
-              "On their machine: nightschool team join URL   (paste the token when asked)")
+        return print_json({"name": args.name, "token": token})
+    print(f"{args.name} is invited. Their token (shown once, only its hash is kept):\n{token}\n"
+          "On their machine: nightschool team join URL   (paste the token when asked)")
     return 0
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
-    from app.core.base.errors import Explained
-    from app.core.base.store import Store
     from app.core.team import members
 
-    store = Store()
-    try:
-        members.revoke(store, args.name)
-    except Explained as exc:
-        return _fail(exc)
-    finally:
-        store.close()
+    members.revoke(open_store(), args.name)
     print(f"{args.name}'s token is refused from now on (their sessions stay until they withdraw them)")
     return 0
 
 
 def cmd_members(args: argparse.Namespace) -> int:
-    from app.core.base.store import Store
     from app.core.team import members
 
-    store = Store()
-    try:
-        found = members.list_members(store)
-    finally:
-        store.close()
+    found = members.list_members(open_store())
     if args.json:
-        print(json.dumps([m.as_dict() for m in found]))
-    else:
-        for m in found:
-            print(f"{m.name}\t{'revoked' if m.revoked_at else 'active'}\tsince {m.created_at:%Y-%m-%d}")
-        if not found:
-            print("no members yet: nightschool team invite NAME")
+        return print_json([m.as_dict() for m in found])
+    for m in found:
+        print(f"{m.name}\t{'revoked' if m.revoked_at else 'active'}\tsince {m.created_at:%Y-%m-%d}")
+    if not found:
+        print("no members yet: nightschool team invite NAME")
     return 0
 
 
 def cmd_join(args: argparse.Namespace) -> int:
-    from app.core.base.errors import Explained
     from app.core.team import member
 
     if sys.stdin.isatty():
         print("paste the token, then Enter: ", end="", file=sys.stderr, flush=True)
-    token = sys.stdin.readline().strip()
-    try:
-        where = member.join(args.url, token)
-    except Explained as exc:
-        return _fail(exc)
+    where = member.join(args.url, sys.stdin.readline().strip())
     print(f"joined {args.url} (token kept in {where}). Ship your scrubbed sessions: nightschool team push")
     return 0
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    from app.core.base.errors import Explained
-    from app.core.base.store import Store
     from app.core.team import member
 
-    store = Store()
-    try:
-        done = member.push(store)
-    except Explained as exc:
-        return _fail(exc)
-    finally:
-        store.close()
+    done = member.push(open_store())
     if args.json:
-        print(json.dumps(done.as_dict()))
+        print_json(done.as_dict())
     else:
         print(f"spooled {done.spooled} session(s); sent {done.sent_sessions} in {done.sent_files} file(s); "
               f"{done.left_files} file(s) left in the outbox"
@@ -112,15 +72,15 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 
 def cmd_withdraw(args: argparse.Namespace) -> int:
-    from app.core.base.errors import Explained
     from app.core.team import member
 
-    try:
-        count = member.withdraw()
-    except Explained as exc:
-        return _fail(exc)
-    print(f"the server deleted {count} of your session(s)")
+    print(f"the server deleted {member.withdraw()} of your session(s)")
     return 0
+
+
+def _refusing(fn):
+    """A command whose refusal (what, why, what to do) is printed and exits 2."""
+    return lambda args: refusals(lambda: fn(args))
 
 
 def register(sub) -> None:
@@ -134,18 +94,18 @@ def register(sub) -> None:
     invite = tsub.add_parser("invite", help="invite a member: prints their token once")
     invite.add_argument("name")
     invite.add_argument("--json", action="store_true")
-    invite.set_defaults(func=cmd_invite)
+    invite.set_defaults(func=_refusing(cmd_invite))
     revoke = tsub.add_parser("revoke", help="refuse a member's token from now on")
     revoke.add_argument("name")
-    revoke.set_defaults(func=cmd_revoke)
+    revoke.set_defaults(func=_refusing(cmd_revoke))
     listing = tsub.add_parser("members", help="the invited members")
     listing.add_argument("--json", action="store_true")
-    listing.set_defaults(func=cmd_members)
+    listing.set_defaults(func=_refusing(cmd_members))
     join = tsub.add_parser("join", help="join a team server (the token is read from stdin, never the command line)")
     join.add_argument("url")
-    join.set_defaults(func=cmd_join)
+    join.set_defaults(func=_refusing(cmd_join))
     push = tsub.add_parser("push", help="spool new or changed scrubbed sessions and send the outbox")
     push.add_argument("--json", action="store_true")
-    push.set_defaults(func=cmd_push)
+    push.set_defaults(func=_refusing(cmd_push))
     withdraw = tsub.add_parser("withdraw", help="ask the server to delete every session this member sent")
-    withdraw.set_defaults(func=cmd_withdraw)
+    withdraw.set_defaults(func=_refusing(cmd_withdraw))
