@@ -116,6 +116,7 @@ def cmd_pairs(args) -> int:
 
 def _summary(ds) -> None:
     from app.core.datasets import manifest
+    from app.core.datasets.catalog import Registry
 
     man = manifest.read(Path(ds.path))
     print(f"{ds.name}: {ds.examples} examples (train {ds.train}, val {ds.val}, test {ds.test}); "
@@ -127,6 +128,9 @@ def _summary(ds) -> None:
               f"({size.trained_tokens} trained)")
     removed = ", ".join(f"{name}: {n}" for name, n in man.filters.items())
     print(f"  filters removed: {removed or 'nothing'}")
+    if gone := Registry(open_store()).no_longer_stored(ds.id):
+        print(f"  built with {gone} session(s) no longer stored (withdrawn by a team member or deleted): its "
+              "examples hold them, no later build will")
     if man.replayed_from:
         print(f"  replayed {man.counts.get('replayed', 0)} examples from {', '.join(man.replayed_from)}")
     if trimmed := man.counts.get("abandoned sessions trimmed", 0):

@@ -173,6 +173,10 @@ def print_card(c: dict, card: dict) -> None:
         print(f"Dataset: {card['dataset']}, {number(card.get('examples'))} examples"
               + (f" (fingerprint {fp})" if fp else ""))
     print(f"Sessions: {number(card.get('sessions'))} new usable sessions when it started")
+    if card.get("members"):
+        print(f"Members ({len(card['members'])}): " + ", ".join(
+            f"{name} {m['sessions']} session{'s' if m['sessions'] != 1 else ''} ({m['held_out']} held out)"
+            for name, m in card["members"].items()))
     if card.get("steps") is not None or card.get("checkpoint") is not None:
         print(f"Training: {number(card.get('steps'))} steps"
               + (f" → checkpoint #{card['checkpoint']}" if card.get("checkpoint") is not None else ""))

@@ -74,7 +74,10 @@ def cmd_push(args: argparse.Namespace) -> int:
 def cmd_withdraw(args: argparse.Namespace) -> int:
     from app.core.team import member
 
-    print(f"the server deleted {member.withdraw()} of your session(s)")
+    count, datasets = member.withdraw()
+    print(f"the server deleted {count} of your session(s); no dataset built from now on contains them")
+    if datasets:
+        print(f"built before, with them: {', '.join(datasets)} (they say so; a new cycle builds without them)")
     return 0
 
 

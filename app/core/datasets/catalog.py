@@ -142,6 +142,25 @@ class Registry:
         with self.store.session() as s:
             return list(s.scalars(select(DatasetSession).where(DatasetSession.dataset_id == dataset_id)))
 
+    def no_longer_stored(self, dataset_id: int) -> int:
+        """How many sessions this dataset was built with are no longer stored (withdrawn by a team member, or
+        deleted): the dataset still holds their examples; later builds cannot use them."""
+        with self.store.session() as s:
+            return len(s.scalars(select(DatasetSession.session_id).where(
+                DatasetSession.dataset_id == dataset_id,
+                ~exists().where(AgentSession.id == DatasetSession.session_id))).all())
+
+    def built_with(self, session_ids: Collection[str]) -> list[str]:
+        """The names of the datasets built with any of these sessions, oldest first."""
+        ids, names = list(session_ids), {}
+        with self.store.session() as s:
+            for start in range(0, len(ids), 500):
+                for name, created in s.execute(select(BuiltDataset.name, BuiltDataset.created_at).join(
+                        DatasetSession, DatasetSession.dataset_id == BuiltDataset.id).where(
+                        DatasetSession.session_id.in_(ids[start:start + 500]))):
+                    names[name] = created
+        return sorted(names, key=lambda n: (names[n], n))
+
     def register(self, folder: Path, manifest_sha256: str) -> Registered:
         """Check the folder against its manifest and the held-out set, move it into place read-only, record it."""
         folder = Path(folder)

@@ -193,9 +193,9 @@ def push(store: Store) -> Pushed:
     return done
 
 
-def withdraw() -> int:
-    """Ask the server to delete this member's sessions; returns how many it deleted. The local shipped record is
-    cleared, so a later push sends everything again."""
+def withdraw() -> tuple[int, list[str]]:
+    """Ask the server to delete this member's sessions: how many it deleted, and the datasets already built with them.
+    The local shipped record is cleared, so a later push sends everything again."""
     url, token = joined()
     request = urllib.request.Request(f"{url}/v1/me/sessions", method="DELETE",
                                      headers={"Authorization": f"Bearer {token}"})
@@ -207,4 +207,4 @@ def withdraw() -> int:
     except (urllib.error.URLError, OSError) as exc:
         raise TeamError("the team's server cannot be reached", why=str(exc), fix="try again when it is up") from None
     _shipped_path().unlink(missing_ok=True)
-    return int(answer.get("withdrawn", 0))
+    return int(answer.get("withdrawn", 0)), list(answer.get("datasets_built_with_them") or [])

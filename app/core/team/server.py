@@ -56,7 +56,8 @@ def create_app(store: Store) -> FastAPI:
 
     @app.delete("/v1/me/sessions")
     def withdraw(who: members.Member = Depends(member)) -> dict[str, Any]:  # noqa: B008
-        return {"member": who.name, "withdrawn": wire.withdraw(store, who.name)}
+        count, datasets = wire.withdraw(store, who.name)
+        return {"member": who.name, "withdrawn": count, "datasets_built_with_them": datasets}
 
     return app
 

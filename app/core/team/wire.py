@@ -90,11 +90,14 @@ def store_payload(store: Store, member: str, data: dict[str, Any]) -> int:
     return len(new_sessions)
 
 
-def withdraw(store: Store, member: str) -> int:
-    """Delete every session this member shipped; returns how many."""
+def withdraw(store: Store, member: str) -> tuple[int, list[str]]:
+    """Delete every session this member shipped: how many, and the datasets already built with them (they keep their
+    examples and say so; no later build can use the sessions)."""
+    from app.core.datasets.catalog import Registry
+
     with store.engine.begin() as conn:
         ids = [r[0] for r in conn.execute(select(AgentSession.id).where(AgentSession.member == member))]
         if ids:
             conn.execute(delete(MessageRow).where(MessageRow.session_id.in_(ids)))
             conn.execute(delete(AgentSession).where(AgentSession.id.in_(ids)))
-    return len(ids)
+    return len(ids), Registry(store).built_with(ids)

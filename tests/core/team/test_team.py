@@ -106,7 +106,28 @@ def _server_rows(tmp_path: Path) -> tuple[list, list]:
         store.close()
 
 
-def test_members_ship_scrubbed_sessions_idempotently_and_survive_a_dead_server(team, monkeypatch):
+def _pooled_build_counts_each_member(tmp_path: Path, monkeypatch, tiny_model: Path) -> None:
+    """The team school builds on the pooled corpus; what the cycle's report card shows per member are counts."""
+    from app.core.datasets.catalog import Registry
+    from app.core.datasets.config import BuildConfig
+    from app.core.datasets.runs import start_build
+    from app.core.runtime.school.stages import members_of
+
+    _as(monkeypatch, tmp_path, "server")
+    store = Store()
+    try:
+        done = start_build(store, BuildConfig(base_model=str(tiny_model), max_length=512, test_share=0.4)).finish()
+        assert done.ok, done.message
+        counts = members_of(store, done.name)["members"]
+        man = json.loads(Registry(store).get(done.name).manifest_json)
+    finally:
+        store.close()
+    assert {m: c["sessions"] for m, c in counts.items()} == {"alice": 3, "bob": 4}
+    held = {u["id"] for u in man["sessions"] if u["split"] == "test"}
+    assert sum(c["held_out"] for c in counts.values()) == len(held) > 0
+
+
+def test_members_ship_scrubbed_sessions_idempotently_and_survive_a_dead_server(team, monkeypatch, tiny_model):
     server, tmp_path = team
     alice = _member(tmp_path, monkeypatch, server, "alice", range(3))
     done = team_member.push(alice)
@@ -136,6 +157,8 @@ def test_members_ship_scrubbed_sessions_idempotently_and_survive_a_dead_server(t
     assert (drained.sent_sessions, drained.left_files) == (2, 0)
     assert server.status()["sessions_per_member"] == {"alice": 3, "bob": 4}
     assert len(_server_rows(tmp_path)[0]) == 7
+    _pooled_build_counts_each_member(tmp_path, monkeypatch, tiny_model)
+    _as(monkeypatch, tmp_path, "bob")
 
     revoked = _cli(server.env, "team", "revoke", "bob")
     assert revoked.returncode == 0, revoked.stderr
@@ -149,8 +172,11 @@ def test_members_ship_scrubbed_sessions_idempotently_and_survive_a_dead_server(t
     assert team_member.drain().sent_sessions == 1 and not team_member.pending()
 
     _as(monkeypatch, tmp_path, "alice")
-    assert team_member.withdraw() == 3
+    withdrawn, built = team_member.withdraw()
+    assert withdrawn == 3 and len(built) == 1  # the pooled build above held alice's sessions, and says so
     assert server.status()["sessions_per_member"] == {"bob": 5}
+    shown = _cli(server.env, "dataset", "show", built[0])
+    assert "built with 3 session(s) no longer stored" in shown.stdout, shown.stdout + shown.stderr
     listed = _cli(server.env, "team", "members", "--json")
     assert [(m["name"], m["revoked_at"] is None) for m in json.loads(listed.stdout)] == [("alice", True),
                                                                                          ("bob", True)]

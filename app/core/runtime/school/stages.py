@@ -69,7 +69,7 @@ def building(ctx: Ctx, cycle: Cycle) -> Outcome:
         return Outcome("failed", own, reason=f"no new usable sessions or corrections since dataset "
                                              f"{done.identical_to}: nothing to learn")
     return Outcome("done", {"dataset": done.name, "fingerprint": done.fingerprint, "examples": done.examples,
-                            **own_examples(ctx, done.name), **own})
+                            **own_examples(ctx, done.name), **members_of(ctx.store, done.name), **own})
 
 
 def contradicted(ctx: Ctx) -> dict:
@@ -108,6 +108,34 @@ def own_examples(ctx: Ctx, dataset: str) -> dict:
     found = Registry(ctx.store).get(dataset)
     counts = json.loads(found.manifest_json).get("counts", {}) if found else {}
     return {key: counts.get(key, 0) for key in ("from_corrections", "correction_pairs")}
+
+
+def members_of(store: Store, dataset: str) -> dict:
+    """In a team's school: how many of the dataset's sessions each member contributed and how many of them are held
+    out (counts, never content; top-level sessions, a sub-agent counts with its parent). Nothing in solo mode."""
+    from sqlalchemy import select
+
+    from app.core.base.schema import AgentSession
+    from app.core.datasets.catalog import Registry
+
+    found = Registry(store).get(dataset)
+    uses = json.loads(found.manifest_json).get("sessions", []) if found else []
+    split = {u["id"]: u["split"] for u in uses}
+    rows, ids = [], list(split)
+    with store.engine.connect() as conn:
+        for start in range(0, len(ids), 500):
+            rows += conn.execute(select(AgentSession.id, AgentSession.parent_id, AgentSession.member).where(
+                AgentSession.id.in_(ids[start:start + 500]))).all()
+    roots: dict[str, dict[str, set]] = {}
+    for sid, parent, member in rows:
+        if member:
+            seen = roots.setdefault(member, {"sessions": set(), "held_out": set()})
+            seen["sessions"].add(parent or sid)
+            if split[sid] == "test":
+                seen["held_out"].add(parent or sid)
+    if not roots:
+        return {}
+    return {"members": {m: {k: len(v) for k, v in seen.items()} for m, seen in sorted(roots.items())}}
 
 
 def _dataset(ctx: Ctx, cycle: Cycle):
