@@ -1,10 +1,11 @@
 """The number the product lives by: the real SmolLM2-135M-Instruct default before and after one SFT cycle on the
-real-world fixture sessions (../shared/fixtures/real-world), measured on the frozen held-out split — held-out loss,
+real-world fixture sessions (../shared/fixtures/real-world and real-world-2), measured on the frozen held-out split — held-out loss,
 next-action agreement, tool-call validity, behavioural reward — printed as a table. Everything goes through the
 product: capture import, dataset build, a queued SFT job in the engine, the evaluation worker, the gate.
 
-    .venv/bin/python -m bench.bench_judge [--steps 8] [--max-contexts 32] [--fixtures DIR]
-                                          [--gguf q4_k_m,f16 [--repeats 3] [--base-only]] [--evaluators]
+    .venv/bin/python -m bench.bench_judge [--steps 8] [--max-contexts 32] [--fixtures DIR ...]
+                                          [--gguf q4_k_m,f16 [--repeats 3] [--base-only]]
+                                          [--evaluators [both|llama.cpp|transformers]]
 
 With --gguf the judged model (the candidate; with --base-only the base, no training) is exported in those
 quantizations and evaluated on the same held-out set through llama.cpp and through transformers, `--repeats` times
@@ -18,12 +19,14 @@ import tempfile
 import time
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real-world"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = [SHARED / "real-world", SHARED / "real-world-2"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fixtures", type=Path, default=FIXTURES)
+    parser.add_argument("--fixtures", type=Path, nargs="+", default=FIXTURES, help="transcript folders (default: "
+                        "both shared real-world sets)")
     parser.add_argument("--steps", type=int, default=8, help="SFT steps (batch 4; ~40 s each on 2 CPU cores)")
     parser.add_argument("--max-length", type=int, default=1024)
     parser.add_argument("--max-contexts", type=int, default=32)
@@ -31,10 +34,10 @@ def main() -> None:
     parser.add_argument("--gguf", default="", help="quantizations to time the GGUF evaluation of, e.g. q4_k_m,f16")
     parser.add_argument("--repeats", type=int, default=3, help="evaluations per side for the GGUF timing (medians)")
     parser.add_argument("--base-only", action="store_true", help="with --gguf: no training, time the base model")
-    parser.add_argument("--evaluators", action="store_true",
+    parser.add_argument("--evaluators", nargs="?", const="both", choices=("both", "llama.cpp", "transformers"),
                         help="no training: the base judged through llama.cpp (as a CPU cycle judges) and through "
                              "transformers (the reference) on the same next actions, with the load, the times, their "
-                             "ratio and how the two agree")
+                             "ratio and how the two agree (or through one of them)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["NIGHTSCHOOL_HOME"] = str(Path(tmp) / "home")
@@ -59,19 +62,19 @@ def run(args) -> None:
 
     store = Store()
     t0 = time.perf_counter()
-    import_paths(Ingestor(store, CaptureConfig(roots={}), Scrubber()), [args.fixtures])
+    import_paths(Ingestor(store, CaptureConfig(roots={}), Scrubber()), list(args.fixtures))
     outcome = start_build(store, BuildConfig(name="bench", max_length=args.max_length, val_share=0.0, test_share=0.3,
                                              filters=Filters(near_duplicate=0.0))).finish()
     if not outcome.ok:
         raise SystemExit(f"the dataset build failed: {outcome.message}")
     ds = Registry(store).get(outcome.name)
-    print(f"dataset from {args.fixtures.name}: {ds.train} train / {ds.test} held-out examples "
+    print(f"dataset from {', '.join(f.name for f in args.fixtures)}: {ds.train} train / {ds.test} held-out examples "
           f"({time.perf_counter() - t0:.0f} s to import and build)")
     settings = EvalSettings(max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens, samples=4)
     if args.evaluators:
         from app.core.judge.records import Target
 
-        evaluators(store, Target(ds.base_model), settings)
+        evaluators(store, Target(ds.base_model), settings, args.evaluators)
         return
     if args.base_only:
         from app.core.judge.records import Target
@@ -105,7 +108,7 @@ def run(args) -> None:
         gguf_timing(store, judged.target, settings, args)
 
 
-def evaluators(store, target, settings) -> None:
+def evaluators(store, target, settings, which: str = "both") -> None:
     """One model, one held-out set, both evaluators (llama.cpp first: it includes converting the model to f16), the
     machine's load beside each time: other work on a shared machine slows both alike, so the ratio is the figure."""
     from app.core.judge.evaluate import choose_set, evaluate
@@ -113,7 +116,7 @@ def evaluators(store, target, settings) -> None:
 
     evset = choose_set(store, target)
     got = {}
-    for evaluator in ("llama.cpp", "transformers"):
+    for evaluator in ("llama.cpp", "transformers") if which == "both" else (which,):
         load = os.getloadavg()[0]
         t0 = time.perf_counter()
         row, report = evaluate(store, target, evset, settings.model_copy(update={"evaluator": evaluator}), force=True)
@@ -124,6 +127,8 @@ def evaluators(store, target, settings) -> None:
               f"worker); load {load:.1f} before, {os.getloadavg()[0]:.1f} after, {os.cpu_count()} cores; "
               f"loss {report.metrics['loss']:.4f}, agreement {report.metrics['agreement']:.3f}, validity "
               f"{report.metrics.get('validity')}")
+    if len(got) < 2:
+        return
     (r1, c, w1), (r2, h, w2) = got["llama.cpp"], got["transformers"]
     a, b = keyed(Path(r1.report_path).parent), keyed(Path(r2.report_path).parent)
     same = sum(a[k]["outcome"] == b[k]["outcome"] for k in a if k in b)

@@ -5,6 +5,11 @@ with the gate's intervals and counts, the verdict, and the wall time. Goal: ever
 than the one before, and next-action agreement at least 20 points above the base after three cycles.
 
     .venv/bin/python -m bench.bench_learning [--model default|tiny] [--cycles 3] [--sessions 60] [--steps 40] [--test-share 0.35]
+    .venv/bin/python -m bench.bench_learning --real [--cycles 3] [--steps 40] [--test-share 0.3]
+
+With --real the corpus is the shared real-world fixtures only (real-world and real-world-2: Claude Code, Codex and
+Gemini transcripts), their source folders dealt into --cycles batches; each batch is imported (as `nightschool
+import` would) while the school is paused, then the school runs its cycle by itself.
 
 The public fixtures are read from ../shared/fixtures/real-world (copied into a temporary agent folder at run time,
 never into the project); without them the corpus is generated sessions only."""
@@ -20,6 +25,7 @@ import time
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real-world"
+REAL = [FIXTURES, FIXTURES.with_name("real-world-2")]
 ENDED = ("cycle.done", "cycle.refused", "cycle.failed")
 
 
@@ -32,6 +38,7 @@ def main() -> None:
     parser.add_argument("--test-share", type=float, default=0.35, help="share of new sessions held out (the gate "
                         "needs 20 loss examples and 20 next actions before it says anything but inconclusive)")
     parser.add_argument("--no-fixtures", action="store_true", help="generated sessions only")
+    parser.add_argument("--real", action="store_true", help="the shared real-world fixtures only, in batches")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["NIGHTSCHOOL_HOME"] = str(Path(tmp) / "home")
@@ -64,6 +71,30 @@ def _public_claude_files() -> list[Path]:
     return out
 
 
+def _real_batches(count: int) -> list[list[Path]]:
+    """The fixtures' source folders (one public repository each), dealt into `count` batches in a fixed order."""
+    import hashlib
+
+    folders = sorted((d for base in REAL if base.is_dir() for d in base.iterdir() if d.is_dir()),
+                     key=lambda d: hashlib.sha256(d.name.encode()).hexdigest())
+    return [folders[i::count] for i in range(count)]
+
+
+def _import(school, batch: list[Path]) -> int:
+    """The batch imported as finished transcripts with the school paused (it must not start on half a batch)."""
+    from app.core.capture.ingest import Ingestor
+    from app.core.capture.sources import CaptureConfig
+    from app.core.importer import import_paths
+    from app.core.scrub.scrubber import Scrubber
+
+    school.pause()
+    try:
+        report = import_paths(Ingestor(school.store, CaptureConfig(roots={}), Scrubber()), batch)
+    finally:
+        school.resume()
+    return len(report.transcripts)
+
+
 def _write_batch(root: Path, first: int, count: int, fixtures: list[Path]) -> None:
     from tests.core.datasets.helpers import write_session
 
@@ -81,7 +112,8 @@ def _row(cycle, card: dict, wall: float) -> dict:
     metrics = card.get("metrics") or {}
     pick = {m: metrics.get(m, {}) for m in ("loss", "agreement", "validity")}
     return {"cycle": cycle.id, "state": cycle.state, "verdict": card.get("verdict"), "wall_s": round(wall, 1),
-            "metrics": pick, "checks": card.get("checks") or card.get("reasons") or [],
+            "metrics": pick, "checks": card.get("checks") or card.get("reasons") or [], "times": card.get("times"),
+            "judged_by": card.get("judged_by"), "evaluations": card.get("evaluations"),
             "deployed": card.get("deployed"), "examples": card.get("examples"), "reason": cycle.reason}
 
 
@@ -93,6 +125,9 @@ def _print(row: dict) -> None:
         print(f"   {name:10} {_fmt(m.get('base'))} {_fmt(m.get('previous')):>8} {_fmt(m.get('candidate')):>9}")
     for check in row["checks"]:
         print("   -", check.get("text") if isinstance(check, dict) else check)
+    times = row.get("times") or {}
+    print("   time per stage: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items() if v is not None)
+          + f"; judged by {row.get('judged_by')}")
 
 
 def run(args, tmp: Path) -> None:
@@ -109,9 +144,12 @@ def run(args, tmp: Path) -> None:
     root.mkdir(parents=True)
     paths.data_dir().mkdir(parents=True, exist_ok=True)
     (paths.data_dir() / "capture.json").write_text(json.dumps({"roots": {"claude-code": [str(root.parent)]}}))
-    fixtures = [] if args.no_fixtures else _public_claude_files()
+    fixtures = [] if args.no_fixtures or args.real else _public_claude_files()
+    batches = _real_batches(args.cycles) if args.real else []
+    if args.real:
+        (paths.data_dir() / "capture.json").write_text(json.dumps({"roots": {}}))  # imported, not watched
     school = School()
-    for key, value in {"min_sessions": args.sessions, "window": "any", "cooldown_min": 0, "deploy": "auto",
+    for key, value in {"min_sessions": 1 if args.real else args.sessions, "window": "any", "cooldown_min": 0, "deploy": "auto",
                        "refine_every": 0, "max_load": 1000, "base_model": model, "max_steps": args.steps,
                        "near_duplicate": 0.0, "test_share": args.test_share, "hyper": hyper, "max_length": hyper["max_length"],
                        "port": 0}.items():
@@ -125,7 +163,11 @@ def run(args, tmp: Path) -> None:
         for n in range(args.cycles):
             ended.clear()
             started = time.monotonic()
-            _write_batch(root, n * args.sessions, args.sessions, fixtures if n == 0 else [])
+            if args.real:
+                files = _import(school, batches[n])
+                print(f"\nbatch {n + 1}: {files} transcript files from {', '.join(d.name for d in batches[n])}")
+            else:
+                _write_batch(root, n * args.sessions, args.sessions, fixtures if n == 0 else [])
             if not ended.wait(7200):
                 print(f"cycle {n + 1} did not end within 2 h")
                 break
@@ -135,11 +177,11 @@ def run(args, tmp: Path) -> None:
     finally:
         runtime.stop()
         serving.stop()
-    _verdict(rows, load, model, fixtures, time.monotonic() - started_all)
+    _verdict(rows, load, model, fixtures or [f for b in batches for f in b], time.monotonic() - started_all)
 
 
 def _verdict(rows: list[dict], load, model: str, fixtures: list[Path], wall: float) -> None:
-    print(f"\nmodel {model}; {len(fixtures)} public transcript files; load before {load[0]:.2f} {load[1]:.2f} "
+    print(f"\nmodel {model}; {len(fixtures)} public transcript files or folders; load before {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f}, after {os.getloadavg()[0]:.2f} (2 cores); total {wall / 60:.1f} min")
     if not rows:
         return
