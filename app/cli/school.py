@@ -186,6 +186,10 @@ def print_card(c: dict, card: dict) -> None:
         print("Time per stage: " + ", ".join(
             f"{stage} {seconds(s) if s is not None else 'running'}"
             + (f" (resumed {resumes[stage]}×)" if resumes.get(stage) else "") for stage, s in times.items()))
+    if card.get("judged_by"):
+        print(f"Judged through {card['judged_by']}: " + ", ".join(
+            f"{name} " + ("reused (same set and settings)" if e.get("reused") else seconds(e["seconds"]))
+            for name, e in (card.get("evaluations") or {}).items()))
     metrics = card.get("metrics") or {}
     if metrics:
         print(f"{'Held-out metrics':24} {'base':>9} {'previous':>9} {'candidate':>9} {'vs base':>9} {'vs prev':>9}")

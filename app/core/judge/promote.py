@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from sqlalchemy import func, select
 
 from app.core.base.schema import EvalRow, Promotion, VerdictRow
 from app.core.base.store import Store
@@ -23,6 +26,7 @@ class Judgement:
     verdict: gate.Verdict
     row: VerdictRow
     reports: dict[str, EvalReport]  # candidate, base, deployed (when another checkpoint is deployed)
+    evaluated: dict[str, dict] = field(default_factory=dict)  # name -> seconds it took here, reused (cached) or not
 
 
 @dataclass
@@ -50,6 +54,12 @@ def compare(store: Store, targets: list[Target], dataset: str | None = None, fil
     return sorted(out, key=lambda c: -c.score)
 
 
+def last_eval_id(store: Store) -> int:
+    """The newest evaluation recorded so far (one judged now at or below it was reused, not run)."""
+    with store.session() as s:
+        return s.scalar(select(func.max(EvalRow.id))) or 0
+
+
 def judge(store: Store, target: Target, dataset: str | None = None, file: str | None = None,
           settings: EvalSettings | None = None, sink: Sink | None = None,
           cancel: threading.Event | None = None) -> Judgement:
@@ -58,13 +68,22 @@ example by example: each evaluation's per-example files beside its report)."""
     if target.is_base:
         raise JudgeError("the base model is not a candidate", fix="name a checkpoint; roll back to return to the base")
     evset = choose_set(store, target, dataset, file)
-    cand_row, cand = evaluate(store, target, evset, settings, sink, cancel=cancel)
-    base_row, base = evaluate(store, Target(target.base_model), evset, settings, sink, cancel=cancel)
+    evaluated: dict[str, dict] = {}
+
+    def timed(name: str, who: Target):
+        started, known = time.monotonic(), last_eval_id(store)
+        row, report = evaluate(store, who, evset, settings, sink, cancel=cancel)
+        evaluated[name] = {"seconds": round(time.monotonic() - started, 1), "reused": row.id <= known,
+                           "worker_s": report.elapsed_s}
+        return row, report
+
+    cand_row, cand = timed("candidate", target)
+    base_row, base = timed("base", Target(target.base_model))
     reports = {"candidate": cand, "base": base}
     dep = deployment.deployed_target(store, target.base_model)
     dep_row = None
     if dep is not None and dep.id != target.id:
-        dep_row, reports["deployed"] = evaluate(store, dep, evset, settings, sink, cancel=cancel)
+        dep_row, reports["deployed"] = timed("deployed", dep)
     th = thresholds(store)
     evidence = {name: Evidence.read(Path(row.report_path)) for name, row in
                 (("candidate", cand_row), ("base", base_row), ("deployed", dep_row)) if row is not None}
@@ -74,7 +93,7 @@ example by example: each evaluation's per-example files beside its report)."""
                          deployed_eval_id=dep_row.id if dep_row else None, verdict=verdict.verdict,
                          reasons_json=json.dumps(verdict.reasons), thresholds_json=th.model_dump_json())
         s.add(row)
-    return Judgement(target, verdict, row, reports)
+    return Judgement(target, verdict, row, reports, evaluated)
 
 
 def promote(store: Store, target: Target, dataset: str | None = None, file: str | None = None,

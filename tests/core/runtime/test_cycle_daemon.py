@@ -94,6 +94,8 @@ def test_cycles_with_no_command_refusal_and_the_served_model_parked(ns_home, tmp
         card = first.report
         assert card["verdict"] == "pass" and card["deployed"] and card["sessions"] == 20 and card["steps"] == 20
         assert card["metrics"]["loss"]["candidate"] < card["metrics"]["loss"]["base"]
+        assert card["judged_by"] == "llama.cpp"  # the policy's auto on a machine with no GPU: the served form
+        assert set(card["evaluations"]) == {"candidate", "base"} and not card["evaluations"]["candidate"]["reused"]
         exported = first.outputs["exporting"]
         assert first.outputs["deploying"]["sha256"] == exported["sha256"]
         served_check = card["gguf"]  # the exported file judged through llama.cpp beside the checkpoint

@@ -264,12 +264,17 @@ def _mine(ctx: Ctx, cycle: Cycle, ds, adapter: str) -> dict:
 
 
 def judging(ctx: Ctx, cycle: Cycle) -> Outcome:
+    from app.core.judge.evaluate import evaluator_for
     from app.core.judge.promote import judge
     from app.core.judge.records import by_id
+    from app.core.judge.report import EvalSettings
 
     ref = _candidate(cycle)
-    judged = judge(ctx.store, by_id(ctx.store, ref), sink=ctx.sink(cycle, "judging"), cancel=ctx.stop)
-    out = {"checkpoint": ref, "verdict": judged.verdict.verdict, "verdict_id": judged.row.id,
+    settings = EvalSettings(evaluator=evaluator_for(ctx.policy.judge_with))
+    judged = judge(ctx.store, by_id(ctx.store, ref), settings=settings, sink=ctx.sink(cycle, "judging"),
+                   cancel=ctx.stop)
+    out = {"checkpoint": ref, "evaluator": settings.evaluator, "evaluated": judged.evaluated,
+           "verdict": judged.verdict.verdict, "verdict_id": judged.row.id,
            "reasons": judged.verdict.reasons, "evals": {"candidate": judged.row.eval_id,
                                                        "base": judged.row.base_eval_id,
                                                        "deployed": judged.row.deployed_eval_id},
