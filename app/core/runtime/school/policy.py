@@ -48,6 +48,8 @@ class Policy(BaseModel):
     judge_with: Literal["auto", "llama.cpp", "transformers"] = Field(
         "auto", description="how a cycle judges: llama.cpp on an f16 GGUF (minutes on a CPU), transformers (the "
                             "reference), or auto: transformers on a GPU machine, llama.cpp otherwise")
+    judge_examples: int = Field(0, ge=0, description="held-out examples the loss is measured on in each evaluation "
+                                                     "(0: auto, 64 on a CPU, 200 with a GPU)")
     train_on: Literal["default", "local", "ray", "skypilot"] = Field(
         "default", description="where a cycle's training jobs run: here, a Ray cluster, a SkyPilot managed job, or "
                                "default: the queue's `train.backend` setting (nightschool queue remote)")

@@ -264,13 +264,11 @@ def _mine(ctx: Ctx, cycle: Cycle, ds, adapter: str) -> dict:
 
 
 def judging(ctx: Ctx, cycle: Cycle) -> Outcome:
-    from app.core.judge.evaluate import evaluator_for
     from app.core.judge.promote import judge
     from app.core.judge.records import by_id
-    from app.core.judge.report import EvalSettings
 
     ref = _candidate(cycle)
-    settings = EvalSettings(evaluator=evaluator_for(ctx.policy.judge_with))
+    settings = judge_settings(ctx.policy.judge_with, ctx.policy.judge_examples)
     judged = judge(ctx.store, by_id(ctx.store, ref), settings=settings, sink=ctx.sink(cycle, "judging"),
                    cancel=ctx.stop)
     out = {"checkpoint": ref, "evaluator": settings.evaluator, "evaluated": judged.evaluated,
@@ -285,6 +283,22 @@ def judging(ctx: Ctx, cycle: Cycle) -> Outcome:
         return Outcome("refused", out, reason=f"the gate refused the candidate ({why}): "
                                               + "; ".join(judged.verdict.reasons))
     return Outcome("done", out)
+
+
+CPU_LOSS_EXAMPLES = 64  # the teacher-forced loss is most of a CPU evaluation's time (every token of every example)
+
+
+def judge_settings(judge_with: str, examples: int = 0):
+    """How a cycle evaluates: the policy's evaluator (auto: llama.cpp on a CPU, transformers with a GPU) and the loss
+    on `examples` held-out examples (0: CPU_LOSS_EXAMPLES on a CPU, the evaluator's default with a GPU)."""
+    from app.core.base import paths
+    from app.core.judge.evaluate import evaluator_for
+    from app.core.judge.report import EvalSettings
+
+    default = EvalSettings()
+    if not examples:
+        examples = default.max_examples if paths.gpu_count() > 0 else min(CPU_LOSS_EXAMPLES, default.max_examples)
+    return default.model_copy(update={"evaluator": evaluator_for(judge_with), "max_examples": examples})
 
 
 def _candidate(cycle: Cycle) -> int:
