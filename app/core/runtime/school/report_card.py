@@ -114,7 +114,8 @@ def report_card(store: Store, cycle: Cycle) -> dict:
     return {
         "dataset": built.get("dataset"), "fingerprint": built.get("fingerprint"), "examples": built.get("examples"),
         "sessions": cycle.inputs.get("new_sessions"), "own_work": own,
-        "members": built.get("members"),  # a team's school: sessions and held-out sessions per member (counts only) "steps": trained.get("steps"),
+        "members": built.get("members"),  # a team's school: sessions and held-out sessions per member (counts only)
+        "steps": trained.get("steps"),
         "checkpoint": judged.get("checkpoint") or trained.get("checkpoint"),
         "times": {stage: t.get("seconds") for stage, t in cycle.times.items()},
         "judged_by": judged.get("evaluator"), "evaluations": judged.get("evaluated"),  # seconds each; reused or not
