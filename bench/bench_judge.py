@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=1024)
     parser.add_argument("--max-contexts", type=int, default=32)
     parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--max-examples", type=int, default=200, help="held-out examples the loss reads (a CPU "
+                        "cycle reads 64: stages.CPU_LOSS_EXAMPLES)")
     parser.add_argument("--gguf", default="", help="quantizations to time the GGUF evaluation of, e.g. q4_k_m,f16")
     parser.add_argument("--repeats", type=int, default=3, help="evaluations per side for the GGUF timing (medians)")
     parser.add_argument("--base-only", action="store_true", help="with --gguf: no training, time the base model")
@@ -70,7 +72,8 @@ def run(args) -> None:
     ds = Registry(store).get(outcome.name)
     print(f"dataset from {', '.join(f.name for f in args.fixtures)}: {ds.train} train / {ds.test} held-out examples "
           f"({time.perf_counter() - t0:.0f} s to import and build)")
-    settings = EvalSettings(max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens, samples=4)
+    settings = EvalSettings(max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens, samples=4,
+                            max_examples=args.max_examples)
     if args.evaluators:
         from app.core.judge.records import Target
 
