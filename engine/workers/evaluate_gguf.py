@@ -5,6 +5,7 @@ judged like the HF ones, the behavioural reward and the samples. Writes report.j
 generations.jsonl like engine.workers.evaluate; protocol envelopes on stdout, one JSON line each."""
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -73,11 +74,8 @@ class Served:
     def _keep_prefix(self, ids: list[int]) -> list[int]:
         """Keep the KV cache (and the logits rows) of the tokens this sequence shares with the one evaluated before;
         the tokens still to evaluate. At least the last token is evaluated again."""
-        llm, shared = self.llm, 0
-        for a, b in zip(llm._input_ids[:llm.n_tokens], ids[:-1]):
-            if a != b:
-                break
-            shared += 1
+        llm = self.llm
+        shared = _shared(llm._input_ids[:llm.n_tokens].tolist(), ids[:-1])
         if shared and llm._ctx.kv_cache_seq_rm(-1, shared, -1):
             llm.n_tokens = shared
             self.reused += shared
@@ -106,7 +104,8 @@ class Served:
         """Greedy, decoded as served (decoding.py): up to an end-of-turn token, the first complete tool call or
         max_new_tokens. (text, finished)."""
         out, finished = bytearray(), False
-        self.reused += _shared(self.llm._input_ids[:self.llm.n_tokens], prompt_ids[:-1])  # llama-cpp-python reuses it
+        held = self.llm._input_ids[:self.llm.n_tokens].tolist()
+        self.reused += _shared(held, prompt_ids[:-1])  # llama-cpp-python's generate keeps the shared prefix itself
         for n, token in enumerate(self.llm.generate(prompt_ids, reset=True, **decoding.llama_kwargs(repeat_penalty))):
             if token in self.stop:
                 finished = True
@@ -124,13 +123,9 @@ class Served:
         self.llm.close()
 
 
-def _shared(a, b) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+def _shared(a: list[int], b: list[int]) -> int:
+    """How many tokens two sequences share from their start."""
+    return len(os.path.commonprefix([a, b]))
 
 
 def prefix_order(seqs: list[list[int]]) -> list[int]:

@@ -115,23 +115,21 @@ def members_of(store: Store, dataset: str) -> dict:
     out (counts, never content; top-level sessions, a sub-agent counts with its parent). Nothing in solo mode."""
     from sqlalchemy import select
 
-    from app.core.base.schema import AgentSession
+    from app.core.base.schema import AgentSession, DatasetSession
     from app.core.datasets.catalog import Registry
 
     found = Registry(store).get(dataset)
-    uses = json.loads(found.manifest_json).get("sessions", []) if found else []
-    split = {u["id"]: u["split"] for u in uses}
-    rows, ids = [], list(split)
-    with store.engine.connect() as conn:
-        for start in range(0, len(ids), 500):
-            rows += conn.execute(select(AgentSession.id, AgentSession.parent_id, AgentSession.member).where(
-                AgentSession.id.in_(ids[start:start + 500]))).all()
+    if found is None:
+        return {}
     roots: dict[str, dict[str, set]] = {}
-    for sid, parent, member in rows:
-        if member:
+    with store.engine.connect() as conn:
+        for sid, parent, member, split in conn.execute(
+                select(AgentSession.id, AgentSession.parent_id, AgentSession.member, DatasetSession.split)
+                .join(DatasetSession, DatasetSession.session_id == AgentSession.id)
+                .where(DatasetSession.dataset_id == found.id, AgentSession.member.is_not(None))):
             seen = roots.setdefault(member, {"sessions": set(), "held_out": set()})
             seen["sessions"].add(parent or sid)
-            if split[sid] == "test":
+            if split == "test":
                 seen["held_out"].add(parent or sid)
     if not roots:
         return {}
