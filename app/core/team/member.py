@@ -193,6 +193,29 @@ def push(store: Store) -> Pushed:
     return done
 
 
+def is_member() -> bool:
+    """Whether this data dir has joined a team (its server's URL is kept; the token may still be missing)."""
+    return (team_dir() / "server.json").is_file()
+
+
+def team_status(timeout: float = 5.0) -> dict:
+    """The team school's status as its server answers GET /v1/status (with this member's token): refused when this
+    data dir has not joined, unreachable with the reason, 401 as Refused."""
+    url, token = joined()
+    request = urllib.request.Request(f"{url}/v1/status", headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            raise Refused("the team's server refused this member's token", why=_detail(exc),
+                          fix="ask the server's keeper for a new invitation, then run `nightschool team join`") from None
+        raise TeamError(f"the team's server answered HTTP {exc.code}", why=_detail(exc)) from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise TeamError("the team's server cannot be reached", why=str(exc),
+                        fix="the member's sessions stay spooled; try again when it is up") from None
+
+
 def withdraw() -> tuple[int, list[str]]:
     """Ask the server to delete this member's sessions: how many it deleted, and the datasets already built with them.
     The local shipped record is cleared, so a later push sends everything again."""
