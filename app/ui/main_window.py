@@ -21,10 +21,11 @@ if TYPE_CHECKING:
     from app.ui.runtime_link import RuntimeLink
     from app.ui.school import SchoolController
     from app.ui.ship import ShipController
+    from app.ui.team import TeamController
     from app.ui.training import TrainingController
 
 RESOURCES = Path(__file__).resolve().parents[2] / "resources"
-TABS = ("School", "Training", "Queue", "Capture", "Datasets", "Judge", "Ship", "Experience")  # the bare window's
+TABS = ("School", "Training", "Queue", "Capture", "Datasets", "Judge", "Ship", "Experience", "Team")  # the bare window's
 
 
 class MainWindow(QMainWindow):
@@ -35,11 +36,13 @@ class MainWindow(QMainWindow):
     def __init__(self, controller: TrainingController | None = None, capture: CaptureController | None = None,
                  datasets: DatasetsController | None = None, queue: QueueController | None = None,
                  judge: JudgeController | None = None, ship: ShipController | None = None,
-                 school: SchoolController | None = None, link: RuntimeLink | None = None) -> None:
+                 school: SchoolController | None = None, link: RuntimeLink | None = None,
+                 team: TeamController | None = None) -> None:
         super().__init__()
         self.link, self.runtime, self.controller = None, None, None  # until attach
         self.capture_controller = self.queue_controller = self.school_controller = self.datasets_controller = None
-        self.training = self.school = self.queue = self.capture = self.datasets = None
+        self.training = self.school = self.queue = self.capture = self.datasets = self.team = None
+        self.team_controller = None
         self.ask_on_close = False
         self.daemon_command: list[str] | None = None
         self.handover: tuple[bool, str] | None = None  # (ok, words) of the hand-over to the daemon at close
@@ -66,14 +69,15 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         self.statusBar().showMessage("Starting…")
         if controller is not None:
-            self.attach(controller, capture, datasets, queue, judge, ship, school, link)
+            self.attach(controller, capture, datasets, queue, judge, ship, school, link, team)
 
     def attach(self, controller: TrainingController, capture: CaptureController | None = None,
                datasets: DatasetsController | None = None, queue: QueueController | None = None,
                judge: JudgeController | None = None, ship: ShipController | None = None,
-               school: SchoolController | None = None, link: RuntimeLink | None = None) -> MainWindow:
+               school: SchoolController | None = None, link: RuntimeLink | None = None,
+               team: TeamController | None = None) -> MainWindow:
         """Build the panels over the controllers into this window (the tab the person chose while it started stays
-        chosen)."""
+        chosen); team: the Team page's controller (None: one of its own, which the School tab then reads too)."""
         from app.ui.capture_panel import CapturePanel
         from app.ui.datasets_panel import DatasetsPanel
         from app.ui.experience import ExperienceController
@@ -84,6 +88,7 @@ class MainWindow(QMainWindow):
         from app.ui.school_panel import SchoolPanel
         from app.ui.ship import ShipController
         from app.ui.ship_panel import ShipPanel
+        from app.ui.team import TeamController
         from app.ui.training_panel import TrainingPanel
 
         chosen = self.tabs.tabText(self.tabs.currentIndex())
@@ -131,12 +136,25 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.experience, "Experience")
         self.experience_controller.message.connect(self.show_status)
         self.experience_controller.start()
+        self._attach_team(team or TeamController(controller.manager.store))
         self.tabs.setCurrentIndex(next((i for i in range(self.tabs.count()) if self.tabs.tabText(i) == chosen), 0))
         self.setAcceptDrops(True)
         controller.message.connect(self.show_status)
         self.statusBar().showMessage("Drop a chat .jsonl file to queue a training job on the selected model; "
                                      "drop transcripts, folders or datasets to capture them.")
         return self
+
+    def _attach_team(self, team: TeamController) -> None:
+        """The Team page; the School tab reads the team school through the same controller (one read for both)."""
+        from app.ui.team_panel import TeamPanel
+
+        self.team_controller = team
+        self.team = TeamPanel(team)
+        self.tabs.addTab(self.team, "Team")
+        team.message.connect(self.show_status)
+        if self.school_controller is not None and self.school_controller.team is None:
+            self.school_controller.follow_team(team)
+        team.start()
 
     def show_status(self, _level: str, text: str) -> None:
         self.statusBar().showMessage(text, 15000)
@@ -248,3 +266,4 @@ class MainWindow(QMainWindow):
         self.judge_controller.stop()  # a running evaluation ends on its own; its result is dropped
         self.ship_controller.stop()  # a running export is cancelled; the model server keeps serving
         self.experience_controller.stop()  # a running "Correct now" finishes on its own; its outcome is dropped
+        self.team_controller.stop()  # a running push finishes on its own; what it sent is the server's

@@ -54,8 +54,18 @@ class SchoolController(PolledController):
         self._soon.setSingleShot(True)
         self._soon.setInterval(SOON_MS)
         self._soon.timeout.connect(self.refresh)
+        self.team = None  # app/ui/team.TeamReader once follow_team: the team school this data dir is a member of
         if link is not None:
             link.event.connect(self.on_event)
+
+    def follow_team(self, team) -> None:
+        """Read the team school through `team` (a TeamReader): its reads re-show the tab (and the tray)."""
+        self.team = team
+        team.changed.connect(self.changed)
+
+    @property
+    def team_member(self) -> bool:
+        return self.team is not None and self.team.member
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> None:

@@ -34,6 +34,7 @@ from app.core.runtime.school.cycles import STAGES
 from app.ui.kit import DIM_STYLE, local_time
 from app.ui.school import SchoolController
 from app.ui.school_words import (
+    TEAM_RUNS,
     base_points,
     card_reason,
     chart_points,
@@ -44,6 +45,7 @@ from app.ui.school_words import (
     progress_words,
     stage_marks,
     student_lines,
+    team_line,
     verdict_lines,
 )
 from widgets.banner import Banner
@@ -57,6 +59,8 @@ CHART_STYLE = {**{key: {"colour": colour, "symbol": "o"} for key, colour in COLO
                **{f"base {key}": {"colour": colour, "pen": pg.mkPen(colour, width=1, style=Qt.PenStyle.DashLine)}
                   for key, colour in COLOURS.items()}}
 HISTORY_COLUMNS = ["Cycle", "State", "Stage", "Started", "Summary"]
+RUN_TIP = "Start a cycle now (skips the session count, the window and the cool-down)"
+TEAM_STYLE = "font-weight:bold;color:#a29bfe;"
 STATE_COLOURS = {"done": "#2ecc71", "refused": "#ff9f43", "failed": "#ff6b6b", "running": "#4f8cff",
                  "approval": "#feca57"}
 
@@ -94,8 +98,14 @@ class SchoolPanel(QWidget):
         self.footer = QLabel()
         self.footer.setStyleSheet(DIM_STYLE)
         self.footer.setWordWrap(True)
+        self.team_line = QLabel()  # a member's window: the team school it belongs to
+        self.team_line.setStyleSheet(TEAM_STYLE)
+        self.team_line.setWordWrap(True)
+        self.team_line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.team_line.hide()
         layout = QVBoxLayout(self)
         layout.addWidget(self.banner)
+        layout.addWidget(self.team_line)
         layout.addLayout(top)
         layout.addWidget(self._cycle_box())
         layout.addWidget(split, 1)
@@ -163,7 +173,7 @@ class SchoolPanel(QWidget):
         self.progress_text = QLabel()
         self.progress_text.setStyleSheet(DIM_STYLE)
         self.run_button = QPushButton("Run now")
-        self.run_button.setToolTip("Start a cycle now (skips the session count, the window and the cool-down)")
+        self.run_button.setToolTip(RUN_TIP)
         self.run_button.clicked.connect(self.controller.run_now)
         self.pause_button = QPushButton("Pause learning")
         self.pause_button.clicked.connect(self.controller.toggle_pause)
@@ -249,7 +259,14 @@ class SchoolPanel(QWidget):
         self._show_history(history)
         self._show_card(status, history)
         self._show_footer()
+        self._show_team()
         self._update_buttons()
+
+    def _show_team(self) -> None:
+        team = self.controller.team
+        self.team_line.setVisible(self.controller.team_member)
+        if self.controller.team_member:
+            self.team_line.setText(team_line(team.view, team.offline_since))
 
     def _on_busy(self, _busy: bool) -> None:
         self._update_buttons()
@@ -359,6 +376,13 @@ class SchoolPanel(QWidget):
         waiting = c.awaiting_approval() is not None
         self.approve_button.setEnabled(waiting and not c.busy)
         self.refuse_button.setEnabled(waiting and not c.busy)
+        member = c.team_member  # the team's cycles are run and approved on its server, not from here
+        if member:
+            for off in (self.run_button, self.approve_button, self.refuse_button):
+                off.setEnabled(False)
+        self.run_button.setToolTip(f"Not here: {TEAM_RUNS}" if member else RUN_TIP)
+        for decision in (self.approve_button, self.refuse_button):
+            decision.setToolTip(f"Not here: {TEAM_RUNS}" if member else "")
 
     # --- policy editors ------------------------------------------------------------------------------------
     def apply_min_sessions(self) -> None:

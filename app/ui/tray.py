@@ -1,7 +1,8 @@
 """The tray icon: the school's state at a glance (the app's icon with a state badge; its tooltip the real state: not
 running / paused / idle / capturing / training cycle N (42 %) / judging / waits for approval / needs attention), a menu
 (Open, Run a cycle now, Pause / Resume learning, Quit) and notifications for the events a person is told about
-(bus.NOTIFY). `Tray` is the shared part; its owners: the tray process (`app/ui/tray_app.SessionTray`, what autostart
+(bus.NOTIFY); for a team member also the team school's line in the tooltip and a notification once per newly deployed
+team student (`team_words.DeployWatch` over the SchoolController's team reader). `Tray` is the shared part; its owners: the tray process (`app/ui/tray_app.SessionTray`, what autostart
 and the window start: it outlives the window) and, where that cannot run, the window itself (`WindowTray`, whose
 notifications go to the window's banner when the desktop has no system tray)."""
 from __future__ import annotations
@@ -13,7 +14,8 @@ from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 from app.core.desktop.entries import PNG_DIR
 from app.core.runtime.machinery.bus import Kind
 from app.ui.school import SchoolController
-from app.ui.school_words import notice_text, tray_state, tray_tooltip
+from app.ui.school_words import notice_text, team_line, tray_state, tray_tooltip
+from app.ui.team_words import DeployWatch
 from widgets.status_icon import badged_icon
 
 STATES = {  # state -> (badge colour, glyph)
@@ -58,6 +60,7 @@ class Tray(QObject):
         self.state = ""
         self.failed = ""  # the last error's title: it shows until the next cycle starts
         self.notices: list[tuple[str, str, str]] = []  # (title, text, level) said, newest last
+        self.deploys = DeployWatch()  # the team's deployed student, when this data dir is a member
         self._icons = state_icons()
         self._capturing = QTimer(self)
         self._capturing.setSingleShot(True)
@@ -91,6 +94,8 @@ class Tray(QObject):
         if school.link is not None:
             school.link.event.connect(self.on_event)
             school.link.connection.connect(self._on_connection)
+        if school.team is not None:
+            school.team.changed.connect(self._on_team)
         self._update()
 
     def _action(self, text: str, slot) -> QAction:
@@ -139,7 +144,10 @@ class Tray(QObject):
         state = tray_state(status, bool(self.failed), running=self.running)
         if state == "idle" and self._capturing.isActive():
             state = "capturing"
-        self.set_state(state, tray_tooltip(state, status, self.school.last_progress, self.failed, self.where()))
+        tip = tray_tooltip(state, status, self.school.last_progress, self.failed, self.where())
+        if self.school.team_member:
+            tip += "\n" + team_line(self.school.team.view, self.school.team.offline_since)
+        self.set_state(state, tip)
         paused = self.school.paused
         self.pause_action.setText("Resume learning" if paused else "Pause learning")
         cycle = (status or {}).get("cycle")
@@ -173,6 +181,17 @@ class Tray(QObject):
         if event.get("type") == Kind.STAGE_FAILED and any(t.startswith(f"Cycle {event.get('cycle')} failed")
                                                        for t, _, _ in self.notices[-3:]):
             return  # the cycle's own failure already said it
+        self.say(title, text, level)
+
+    def _on_team(self) -> None:
+        """A team read: a newly deployed team student is said once (an unreachable server says nothing)."""
+        view = self.school.team.view
+        news = self.deploys.see(view.status if view.member else None)
+        if news:
+            title, _, text = news.partition(": ")
+            self.say(title, text, "info")
+
+    def say(self, title: str, text: str, level: str) -> None:
         self.notices.append((title, text, level))
         if self.icon is not None:
             self.icon.showMessage(title, text, LEVELS.get(level, LEVELS["info"]), SHOW_MS)

@@ -21,6 +21,7 @@ from app.core.runtime.machinery import lock
 from app.ui import gcguard, refguard
 from app.ui.runtime_link import RuntimeLink, app_command, spawn_daemon, spawn_detached
 from app.ui.school import SchoolController
+from app.ui.team import TeamReader, tray_poll_ms
 from app.ui.theme import apply_dark
 from app.ui.tray import Tray
 from app.ui.window_door import knock
@@ -73,12 +74,9 @@ class SessionTray(Tray):
             self.icon.show()
         self.host = host
 
-    def notify(self, event: dict) -> None:
-        before = len(self.notices)
-        super().notify(event)
-        if len(self.notices) > before:
-            title, text, _level = self.notices[-1]
-            say(f"notified: {title}" + (f" — {text}" if text else ""))
+    def say(self, title: str, text: str, level: str) -> None:
+        super().say(title, text, level)
+        say(f"notified: {title}" + (f" — {text}" if text else ""))
 
     # --- the menu ------------------------------------------------------------------------------------
     def open_window(self) -> None:
@@ -104,14 +102,19 @@ class SessionTray(Tray):
 
 
 def build_tray(store: Store | None = None) -> SessionTray:
-    """The tray on a store, viewing whichever runtime holds the data dir (or waiting for one)."""
+    """The tray on a store, viewing whichever runtime holds the data dir (or waiting for one); a member's tray also
+    asks the team server every `team.tray_poll_s` seconds (settings; default 120)."""
+    store = store or Store()
     link = RuntimeLink()
-    school = SchoolController(store or Store(), link)
+    school = SchoolController(store, link)
+    team = TeamReader(tray_poll_ms(store))
+    school.follow_team(team)
     tray = SessionTray(school)
-    link.setParent(tray)
-    school.setParent(tray)
+    for child in (link, school, team):
+        child.setParent(tray)
     link.view(lock.holder())
     school.start()
+    team.start()
     return tray
 
 
@@ -137,6 +140,7 @@ def run_tray(held: lock.SessionLock, learn: bool = False) -> int:
         app.exec()
     finally:
         tray.school.stop()
+        tray.school.team.stop()
         tray.school.link.stop()
         tray.hide()
         tray.deleteLater()
