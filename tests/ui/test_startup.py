@@ -61,5 +61,5 @@ def test_the_window_paints_before_the_rest_is_loaded(ns_home):
     lines = out.stdout.splitlines()
     painted = next(line for line in lines if line.startswith("painted"))
     assert painted == "painted; loaded by then: [] controller: False runtime: False", painted
-    assert "loaded: same window True tabs 8 runtime True heavy True" in lines, out.stdout
-    assert lines.index(painted) < lines.index("loaded: same window True tabs 8 runtime True heavy True")
+    assert "loaded: same window True tabs 9 runtime True heavy True" in lines, out.stdout
+    assert lines.index(painted) < lines.index("loaded: same window True tabs 9 runtime True heavy True")
