@@ -24,7 +24,8 @@ TRAY_POLL_S = 120
 @dataclass
 class TeamView:
     """One read: member or not; the server URL; its status (None when it could not be read, `problem` says why:
-    unreachable, or `refused` the token); the outbox (files, the sessions in them)."""
+    unreachable, or `refused`: the server refused the token, or none is kept); the outbox (files, the sessions in
+    them)."""
 
     member: bool = False
     url: str = ""
@@ -54,6 +55,10 @@ def read_team(status: Callable[[], dict] = member.team_status) -> TeamView:
     view = TeamView(member=True, files=files, sessions=sessions)
     try:
         view.url, _token = member.joined()
+    except member.TeamError as exc:  # joined, but no token is kept: this side's problem, not an outage
+        view.problem, view.refused = str(exc), True
+        return view
+    try:
         view.status = status()
     except member.Refused as exc:
         view.problem, view.refused = str(exc), True
@@ -80,6 +85,8 @@ class TeamReader(PolledController):
         super().__init__()
         self.view = TeamView()
         self.offline_since: float | None = None
+        self.last_status: dict | None = None  # the last status the server gave (shown, dated, while it is offline)
+        self.last_read_at: float | None = None
         self._read = read
         self._timer = QTimer(self)
         self._timer.setInterval(refresh_ms)
@@ -106,6 +113,10 @@ class TeamReader(PolledController):
 
     def _apply(self, result: TeamView) -> None:
         self.view = result
+        if result.status is not None:
+            self.last_status, self.last_read_at = result.status, time.time()
+        elif not result.member:
+            self.last_status = self.last_read_at = None
         if result.member and result.status is None and not result.refused:
             self.offline_since = self.offline_since or time.time()
         else:
@@ -139,6 +150,7 @@ class TeamController(TeamReader):
                                       done.problems)
         self.last_push = (outcome, words, time.time())
         self.message.emit("error" if outcome == "partly" else "info", f"Push: {words}.")
+        self.changed.emit()  # the outcome shows now; the read that follows shows the outbox
         self.refresh()
 
     def _push_refused(self, exc: Exception) -> None:
@@ -146,6 +158,7 @@ class TeamController(TeamReader):
         why = str(exc) if isinstance(exc, member.TeamError) else f"unexpected {type(exc).__name__}: {exc}"
         self.last_push = (outcome, why, time.time())
         self.message.emit("error", f"Not pushed — {why}")
+        self.changed.emit()
         self.refresh()
 
     def withdraw(self) -> None:

@@ -24,6 +24,7 @@ from app.ui.team_words import (
     WITHDRAW_TITLE,
     deployed_words,
     member_rows,
+    members_words,
     offline_words,
     outbox_words,
     school_state,
@@ -34,6 +35,7 @@ from widgets.banner import Banner
 JOIN_HINT = ("Join a team's school: your captured sessions (scrubbed, as the datasets are) go to its server, which "
              "trains one student for the whole team. The server's keeper gives you its address and a token "
              "(`nightschool team invite NAME` on the server).")
+MEMBERS_PX = 420  # the counts table's widest
 OUTCOME_STYLE = {"sent": GOOD_STYLE, "partly": WARN_STYLE, "offline": WARN_STYLE, "refused": BAD_STYLE,
                  "failed": BAD_STYLE}
 
@@ -86,11 +88,13 @@ class TeamPanel(QWidget):
         school = QGroupBox("Team school")
         self.state_line, self.deployed_line, self.verdict_line = label(), label(selectable=True), label()
         self.members = make_table(["Member", "Sessions"], stretch=0)
-        self.members_empty = label("", DIM_STYLE)
-        arrange(QVBoxLayout(school), self.state_line, self.deployed_line, self.verdict_line,
-                label("Sessions per member (counts only):", DIM_STYLE), self.members, self.members_empty)
+        self.members.setMaximumWidth(MEMBERS_PX)
+        self.members_head = label("", DIM_STYLE)
+        self.as_of = label("", WARN_STYLE)
+        arrange(QVBoxLayout(school), self.as_of, self.state_line, self.deployed_line, self.verdict_line,
+                self.members_head, self.members)
         page = QWidget()
-        arrange(QVBoxLayout(page), server, school, margins=(0, 0, 0, 0))
+        arrange(QVBoxLayout(page), server, school, 1, margins=(0, 0, 0, 0))
         return page
 
     # --- showing the state -------------------------------------------------------------------------------
@@ -128,22 +132,28 @@ class TeamPanel(QWidget):
             self.last_push.setStyleSheet(OUTCOME_STYLE.get(outcome, ""))
 
     def _show_school(self) -> None:
-        status = self.controller.view.status
-        if status is None:
-            self.state_line.setText("The team school's state shows when the server answers.")
-            self.deployed_line.setText("")
-            self.verdict_line.setText("")
-        else:
-            self.state_line.setText(f"State: {school_state(status)}")
-            self.deployed_line.setText(f"Deployed student: {deployed_words(status)}")
-            verdict = verdict_words(status)
-            self.verdict_line.setText(f"Last verdict: {verdict}" if verdict else "")
-            self.verdict_line.setVisible(bool(verdict))
+        """The team school as the server last answered (dated while it is offline)."""
+        c = self.controller
+        status = c.view.status or c.last_status
+        stale = c.view.status is None and status is not None
+        self.as_of.setVisible(stale)
+        if stale:
+            self.as_of.setText(f"As the server answered at {time.strftime('%H:%M', time.localtime(c.last_read_at))}:")
+        verdict = verdict_words(status) if status is not None else ""
+        self.state_line.setText(f"State: {school_state(status)}" if status is not None
+                                else "The team school's state shows when the server answers.")
+        self.deployed_line.setText(f"Deployed student: {deployed_words(status)}")
+        self.deployed_line.setVisible(status is not None)
+        self.verdict_line.setText(f"Last verdict: {verdict}")
+        self.verdict_line.setVisible(bool(verdict))
         rows = member_rows(status)
-        if status is not None:
-            fill(self.members, rows)
+        fill(self.members, rows)
+        self.members.setMaximumHeight(self.members.horizontalHeader().sizeHint().height()
+                                      + sum(self.members.rowHeight(r) for r in range(len(rows))) + 4)
         self.members.setVisible(bool(rows))
-        self.members_empty.setText("" if rows else "No member has sent a session yet." if status else "")
+        count = (status or {}).get("members")
+        self.members_head.setText(members_words(count, len(rows)) if status is not None else "")
+        self.members_head.setVisible(status is not None)
 
     def _on_busy(self, busy: bool) -> None:
         self.join_button.setEnabled(not busy)

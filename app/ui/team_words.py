@@ -77,7 +77,7 @@ def school_state(status: dict | None) -> str:
     if cycle:
         if cycle.get("state") == "approval":
             return f"cycle {cycle.get('id')} waits for the team's approval{paused}"
-        return f"cycle {cycle.get('id')} {cycle.get('stage') or 'running'}{paused}"
+        return f"cycle {cycle.get('id')}: {cycle.get('stage') or 'running'}{paused}"
     if school.get("paused"):
         return "paused"
     ready = _dict(school.get("next"))
@@ -90,6 +90,14 @@ def member_rows(status: dict | None) -> list[list]:
     """[[member, sessions]] sorted by name (counts only: a member never sees another's sessions)."""
     counts = _dict((status or {}).get("sessions_per_member"))
     return [[name or "(unnamed)", int(n)] for name, n in sorted(counts.items())]
+
+
+def members_words(members: int | None, sending: int) -> str:
+    """The head of the counts table: how many members the team has, how many have sent sessions."""
+    team = f"{members} member{'s' * (members != 1)}; " if isinstance(members, int) else ""
+    if not sending:
+        return team + "no member has sent a session yet."
+    return team + "sessions per member (counts only):"
 
 
 def outbox_words(files: int, sessions: int) -> str:

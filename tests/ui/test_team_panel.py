@@ -1,7 +1,8 @@
 """GUI (offscreen): a member's window against a real team server subprocess on loopback — the Team page joins (a bad
 address refused with what / why / fix), Push now sends a captured session (the server's /v1/status counts it), the
 page shows the team school's status, Withdraw (confirmed) deletes the member's sessions there; the School tab shows
-"Team school at URL" and its Run now is off; the server stopped → the page says offline, no dialog. The tray's change
+"Team school at URL" and its Run now is off; a revoked token is said (push: refused); the server stopped → the page
+says offline, no dialog. The tray's change
 detector notifies once per newly deployed team checkpoint (pure on dicts; the Qt part on a stand-in status)."""
 from __future__ import annotations
 
@@ -99,10 +100,18 @@ def test_a_member_joins_pushes_reads_the_team_school_and_sees_it_go_offline(
     assert "already built" in asked[0]
     assert _status(team_server, invited)["sessions_per_member"] == {}
 
+    revoked = _cli(team_server.env, "team", "revoke", "alice")
+    assert revoked.returncode == 0, revoked.stderr
+    panel.push_button.click()  # withdrawn: everything goes again, and the revoked token is refused, spool kept
+    qtbot.waitUntil(lambda: team.last_push is not None and team.last_push[0] == "refused", timeout=WAIT_MS)
+    assert panel.banner.text().startswith("Not pushed — the team's server refused") and _no_dialog()
+    assert "new invitation" in panel.last_push.text()
+    qtbot.waitUntil(lambda: "1 file (2 sessions) waiting" in panel.outbox.text(), timeout=WAIT_MS)
+
     team_server.kill()
     team.refresh()
     qtbot.waitUntil(lambda: team.offline and panel.connection.text().startswith("Offline since"), timeout=WAIT_MS)
-    assert "0 files spooled" in panel.connection.text() and _no_dialog()
+    assert panel.connection.text().endswith(", 1 file spooled.") and _no_dialog()
     assert "Offline since" in school.team_line.text()
 
 
