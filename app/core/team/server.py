@@ -48,7 +48,7 @@ def create_app(store: Store, school_status: Callable[[], dict[str, Any]]) -> Fas
         return {"member": who.name, "payloads": len(payloads), "sessions": stored}
 
     @app.get("/v1/status")
-    def status(who: members.Member = Depends(member)) -> dict[str, Any]:  # noqa: B008, ARG001 - members only
+    def status(who: members.Member = Depends(member)) -> dict[str, Any]:  # noqa: B008 - members only
         return status_of(store, school_status())
 
     @app.delete("/v1/me/sessions")
