@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -55,6 +56,8 @@ def _server(home: Path) -> tuple[subprocess.Popen, str]:
     while time.monotonic() < deadline:
         try:
             urllib.request.urlopen(f"{url}/v1/status", timeout=5).close()
+            return proc, url
+        except urllib.error.HTTPError:  # 401 without a member's token: it answers
             return proc, url
         except OSError:
             time.sleep(0.1)

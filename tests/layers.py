@@ -24,8 +24,8 @@ MAY_IMPORT = {  # layer owner -> prefixes it may import from this project
 # before it. A new package gets its place here on purpose.
 ORDER = {
     "app.core.": ["base", "scrub", "toolcalls", "datafiles", "desktop", "enginenv", "workers", "capture",
-                  "experience", "importer", "datasets", "train", "queue", "judge", "ship", "runtime", "team"],
-    "app.core.runtime.": ["machinery", "school", "supervisor"],
+                  "experience", "importer", "datasets", "train", "queue", "judge", "ship", "team", "runtime"],
+    "app.core.runtime.": ["machinery", "school", "shipping", "supervisor"],
     "engine.": ["errors", "chat_template", "loading", "render", "train", "workers", "serve", "__main__"],
 }
 ENTRY = re.compile(r"^([a-z_][\w.]*):[A-Za-z_]\w*$")  # "package.module:Name", as a registry names what it imports

@@ -88,6 +88,8 @@ def status_of(event: dict) -> str | None:
         return f"cycle {c}: waiting for approval (nightschool school approve {c})"
     if kind in (Kind.CYCLE_DONE, Kind.CYCLE_REFUSED, Kind.CYCLE_FAILED):
         return f"cycle {c} {kind.split('.')[1]}: {event.get('summary') or event.get('reason')}"
+    if kind == Kind.TEAM_REFUSED:
+        return f"team: {event.get('reason')}"
     if kind == Kind.RUNTIME_ERROR:
         return f"error in {event.get('loop')}: {event.get('message')}"
     return None
@@ -131,7 +133,7 @@ def cmd_run(_args) -> int:
             return 1
         log.info("daemon running: pid %s, data dir %s, log %s", os.getpid(), paths.data_dir(), where)
         notifier = Notifier()
-        unsubscribe = runtime.bus.subscribe(_on_event(notifier))
+        unsubscribe = runtime.bus.subscribe(log_events(notifier))
         notifier.send("READY=1", "STATUS=" + status_clean(first_status()))
         _serve(runtime, notifier, stop)
         unsubscribe()
@@ -144,7 +146,8 @@ def cmd_run(_args) -> int:
             signal.signal(sig, handler)
 
 
-def _on_event(notifier: Notifier):
+def log_events(notifier: Notifier):
+    """A bus subscriber: each event to the log, the ones worth it as the service's STATUS line."""
     def on(event: dict) -> None:
         body = {k: v for k, v in event.items() if k not in ("seq", "ts", "type")}
         log.log(logging.DEBUG if event.get("type") == Kind.CYCLE_PROGRESS else logging.INFO, "%s %s",

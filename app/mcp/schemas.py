@@ -138,3 +138,13 @@ class ExperienceSummary(Open):
     by_reason: dict[str, int] = Field(description="flagged entries per reason: invalid_tool_call, rambled, empty, "
                                                   "client, contradicted")
     corrections: dict[str, int] = Field(description="corrections per state: waiting, accepted, rejected")
+
+
+class TeamStatus(Open):
+    school: dict[str, Any] = Field(description="the team school's status, as `status` gives it on the team's server")
+    sessions_per_member: dict[str, int] = Field(description="top-level sessions each member shipped")
+    members: int = Field(description="invited members (revoked ones too)")
+    deployed: dict[str, Any] | None = Field(None, description="the deployed student: model, checkpoint_id (null: "
+                                                              "the base model), since, action, verdict")
+    last_verdict: dict[str, Any] | None = Field(None, description="the last ended cycle: cycle, state, verdict, "
+                                                                  "reasons, ended_at")

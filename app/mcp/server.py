@@ -36,6 +36,7 @@ from app.mcp.schemas import (
     Mark,
     Started,
     Status,
+    TeamStatus,
 )
 
 NAME = "nightschool"
@@ -46,7 +47,8 @@ INSTRUCTIONS = (
     "`run_cycle_now` starts one; a cycle in state 'approval' waits for `approve_deployment` or `refuse_deployment`; "
     "`mark_session` weighs a captured session for the next dataset; `ask_student` asks the served student; "
     "`experience_feedback` rates one of the student's answers (id from its X-Nightschool-Experience header), "
-    "optionally with a better answer; `experience_summary` counts what the experience buffer holds.")
+    "optionally with a better answer; `experience_summary` counts what the experience buffer holds; on a team "
+    "member's data dir `team_status` says what the team's school is doing.")
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -88,7 +90,16 @@ def build_server(store: Store | None = None, *, token_auth: bool = False, url: s
                 "auth": AuthSettings(issuer_url=url, resource_server_url=None, required_scopes=[])}
     server = MCPServer(NAME, title="Nightschool", instructions=INSTRUCTIONS, version=paths.app_version(), log_level="WARNING",
                        **auth)
+    _school_tools(server, school)
+    _cycle_tools(server, school)
+    _student_tools(server, school)
+    _experience_tools(server, school.store)
+    _team_tools(server)
+    return server
 
+
+def _school_tools(server: MCPServer, school: School) -> None:
+    """What the school is and was: status, history, checkpoints, and measuring one."""
     @_tool(server, READ)
     def status() -> Status:
         """The school now: the deployed student and whether it is served, the learning policy, what the next cycle
@@ -119,6 +130,9 @@ def build_server(store: Store | None = None, *, token_auth: bool = False, url: s
         with _explained():
             return Evaluation.model_validate(school.evaluate(resolve(school.store, checkpoint)))
 
+
+def _cycle_tools(server: MCPServer, school: School) -> None:
+    """Steering cycles: start one now, approve or refuse a deployment that waits."""
     @_tool(server, WRITE)
     def run_cycle_now() -> Started:
         """Start a learning cycle now, skipping the session count, window and cooldown (or name the one already
@@ -139,6 +153,9 @@ def build_server(store: Store | None = None, *, token_auth: bool = False, url: s
         with _explained():
             return Cycle.model_validate(school.decide(cycle_id, approve=False))
 
+
+def _student_tools(server: MCPServer, school: School) -> None:
+    """The student and its material: ask the served student, mark a captured session."""
     @_tool(server, READ)
     def ask_student(question: str,
                     max_tokens: Annotated[int, Field(ge=1, le=4096, description="longest answer")] = 256) -> Answer:
@@ -155,8 +172,20 @@ def build_server(store: Store | None = None, *, token_auth: bool = False, url: s
         with _explained():
             return Mark.model_validate(school.mark_session(session_id, good, note))
 
-    _experience_tools(server, school.store)
-    return server
+
+def _team_tools(server: MCPServer) -> None:
+    """Team mode: on a member's data dir, the team school as its server answers (member.team_status)."""
+    @_tool(server, ToolAnnotations(read_only_hint=True, open_world_hint=True))
+    def team_status() -> TeamStatus:
+        """The team school this data dir has joined, as the team's server answers: its status, the deployed
+        student (model, checkpoint, since when, its verdict), the last cycle's verdict and the sessions each member
+        shipped. `status` stays this data dir's own school; on the team's server itself `status` is the team
+        school. Refused, with the reason, when this data dir has not joined a team or the server cannot be
+        reached."""
+        from app.core.team import member
+
+        with _explained():
+            return TeamStatus.model_validate(member.team_status())
 
 
 def _experience_tools(server: MCPServer, store: Store) -> None:

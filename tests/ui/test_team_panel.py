@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QApplication, QDialog
 
 from app.core.base import settings
 from tests.core.datasets.helpers import ingest, write_session
-from tests.core.team.test_team import Server, _cli
+from tests.core.team.helpers import Server, cli as _cli
 
 WAIT_MS = 20_000
 

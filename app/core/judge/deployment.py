@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from app.core.base import paths
 from app.core.base.files import atomic_write
-from app.core.base.schema import Deployment, Promotion
+from app.core.base.schema import Deployment, Promotion, VerdictRow
 from app.core.base.store import Store
 from app.core.judge.records import JudgeError, Target, by_id, passing_verdict
 
@@ -29,6 +29,25 @@ def deployed_target(store: Store, base_model: str) -> Target | None:
     if row is None or row.checkpoint_id is None:
         return None
     return by_id(store, row.checkpoint_id)
+
+
+def summary(store: Store, base_model: str) -> dict:
+    """The deployed student of a base model as people read it: the model, the checkpoint (None: the base model),
+    since when, how it got there and the verdict that let it (its outcome and reasons)."""
+    row = deployed(store, base_model)
+    out = {"model": base_model, "checkpoint_id": None, "since": None, "action": None, "verdict": None}
+    if row is None:
+        return out
+    out.update(checkpoint_id=row.checkpoint_id, since=row.created_at.isoformat() if row.created_at else None,
+               action=row.action)
+    if row.verdict_id is not None:
+        with store.session() as s:
+            verdict = s.get(VerdictRow, row.verdict_id)
+        if verdict is not None:
+            out["verdict"] = {"id": verdict.id, "verdict": verdict.verdict,
+                              "reasons": json.loads(verdict.reasons_json or "[]"),
+                              "at": verdict.created_at.isoformat() if verdict.created_at else None}
+    return out
 
 
 def promotions(store: Store, base_model: str | None = None) -> list[Promotion]:

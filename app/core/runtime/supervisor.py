@@ -1,6 +1,7 @@
 """The runtime: holds the data dir's lock and runs every background loop on its own thread — capture, the queue's
-scheduler, the model-server keeper, the cycle orchestrator — with one bus and a status channel for viewers. The same
-code runs inside the window or the daemon."""
+scheduler, the model-server keeper, the cycle orchestrator, and on a team member's data dir the shipper (shipping.py)
+— with one bus and a status channel for viewers. The same code runs inside the window, the daemon or the team
+server."""
 from __future__ import annotations
 
 import logging
@@ -14,6 +15,7 @@ from app.core.runtime.machinery.bus import Bus, Kind
 from app.core.runtime.machinery.channel import StatusChannel
 from app.core.runtime.school.orchestrator import Orchestrator
 from app.core.runtime.school.policy import load
+from app.core.runtime.shipping import Shipper
 
 log = logging.getLogger("nightschool.runtime")
 TICK_S = 1.0  # the queue's scheduler
@@ -26,8 +28,11 @@ class Runtime:
     leaves running engines alone (they are re-attached at the next start)."""
 
     def __init__(self, role: str = "daemon", store: Store | None = None, capture: bool = True, keeper: bool = True,
-                 tick_s: float = TICK_S, cycle_s: float = CYCLE_S, capture_config=None) -> None:
-        """capture_config: the capture settings to watch with (a CaptureConfig; None: the saved ones)."""
+                 tick_s: float = TICK_S, cycle_s: float = CYCLE_S, capture_config=None,
+                 team_retry_s: float | None = None) -> None:
+        """capture_config: the capture settings to watch with (a CaptureConfig; None: the saved ones).
+        team_retry_s: seconds between a member's pushes while its server is away (None: the `team.retry_s`
+        setting)."""
         self.role, self.store = role, store or Store()
         self.capture_config = capture_config
         self.capture_on, self.keeper_on, self.tick_s, self.cycle_s = capture, keeper, tick_s, cycle_s
@@ -39,6 +44,7 @@ class Runtime:
         self.capture = None
         self.queue = None
         self.orchestrator: Orchestrator | None = None
+        self.shipper = Shipper(self.store, self.bus, self.stopping, team_retry_s) if capture else None
         self._threads: list[threading.Thread] = []
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -53,6 +59,7 @@ class Runtime:
         self.orchestrator = Orchestrator(self.store, self.bus, self.queue, self.stopping)
         if self.capture_on:
             self._start_capture()
+            self._spawn("runtime-team", self.shipper.run)
         self._spawn("runtime-queue", self._tick_loop)
         if self.keeper_on:
             self._spawn("runtime-keeper", self._keep_loop)
@@ -66,6 +73,8 @@ class Runtime:
             return
         self.stopping.set()
         self.wake_up.set()
+        if self.shipper is not None:
+            self.shipper.nudge()
         if self.capture is not None:
             self.capture.stop()
         for thread in self._threads:
@@ -104,6 +113,8 @@ class Runtime:
         def ingested(result) -> None:
             self.bus.publish(Kind.CAPTURE, path=str(result.path), agent=result.agent, sessions=result.sessions,
                              stored=result.stored)
+            if result.sessions or result.stored:
+                self.shipper.nudge()  # a team member's new sessions go out on the shipper's thread
             self.wake()
 
         config = self.capture_config or CaptureConfig.load()

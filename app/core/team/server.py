@@ -1,7 +1,10 @@
-"""The team server: members POST gzip session payloads with their bearer token; status; a member withdraws its own."""
+"""The team server: members POST gzip session payloads with their bearer token; the team school's status (members
+only); a member withdraws its own. The school itself runs beside it in the data dir's runtime (`nightschool team
+serve`, app/cli/team.py): the team sits below the runtime, so the school's status is handed in."""
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -14,7 +17,8 @@ from app.core.team import members, wire
 MAX_BODY = 256 * 1024 * 1024  # one outbox file is far smaller: a bound on what one request may hold
 
 
-def create_app(store: Store) -> FastAPI:
+def create_app(store: Store, school_status: Callable[[], dict[str, Any]]) -> FastAPI:
+    """school_status: the school's status as `School.status()` gives it (the caller owns the runtime)."""
     app = FastAPI(title="nightschool team", docs_url=None, redoc_url=None, openapi_url=None)
 
     def member(request: Request) -> members.Member:
@@ -44,15 +48,8 @@ def create_app(store: Store) -> FastAPI:
         return {"member": who.name, "payloads": len(payloads), "sessions": stored}
 
     @app.get("/v1/status")
-    def status() -> dict[str, Any]:
-        from app.core.runtime.school.facade import School
-
-        with store.engine.connect() as conn:
-            counts = {name or "": n for name, n in conn.execute(
-                select(AgentSession.member, func.count()).where(AgentSession.parent_id.is_(None)).group_by(
-                    AgentSession.member))}
-        return {"school": School(store).status(), "sessions_per_member": counts,
-                "members": len(members.list_members(store))}
+    def status(who: members.Member = Depends(member)) -> dict[str, Any]:  # noqa: B008 - members only
+        return status_of(store, school_status())
 
     @app.delete("/v1/me/sessions")
     def withdraw(who: members.Member = Depends(member)) -> dict[str, Any]:  # noqa: B008
@@ -62,13 +59,35 @@ def create_app(store: Store) -> FastAPI:
     return app
 
 
-def serve(host: str = "127.0.0.1", port: int = 8790, store: Store | None = None) -> int:
-    """Run the server in the foreground until stopped (loopback unless told otherwise)."""
+def status_of(store: Store, school: dict[str, Any]) -> dict[str, Any]:
+    """What a member sees of the team school: its status, the deployed student (model, checkpoint, since when, the
+    verdict that let it), the last cycle's verdict, and how many sessions each member shipped."""
+    from app.core.judge.deployment import summary
+
+    with store.engine.connect() as conn:
+        counts = {name or "": n for name, n in conn.execute(
+            select(AgentSession.member, func.count()).where(AgentSession.parent_id.is_(None)).group_by(
+                AgentSession.member))}
+    base_model = ((school.get("policy") or {}).get("base_model")) or "default"
+    return {"school": school, "sessions_per_member": counts, "members": len(members.list_members(store)),
+            "deployed": summary(store, base_model), "last_verdict": last_verdict(school.get("last"))}
+
+
+def last_verdict(cycle: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The last ended cycle's verdict from its report card (None: no cycle ended yet)."""
+    if not cycle:
+        return None
+    report = cycle.get("report") or {}
+    return {"cycle": cycle.get("id"), "state": cycle.get("state"), "verdict": report.get("verdict"),
+            "reasons": report.get("reasons") or ([cycle["reason"]] if cycle.get("reason") else []),
+            "ended_at": cycle.get("ended_at")}
+
+
+def serve(store: Store, school_status: Callable[[], dict[str, Any]], host: str = "127.0.0.1",
+          port: int = 8790) -> int:
+    """Run the HTTP API in the foreground until SIGINT / SIGTERM (loopback unless told otherwise)."""
     import uvicorn
 
-    store = store or Store()
-    try:
-        uvicorn.Server(uvicorn.Config(create_app(store), host=host, port=port, log_level="warning")).run()
-    finally:
-        store.close()
+    uvicorn.Server(uvicorn.Config(create_app(store, school_status), host=host, port=port,
+                                  log_level="warning")).run()
     return 0

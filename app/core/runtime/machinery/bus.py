@@ -34,6 +34,8 @@ class Kind(StrEnum):
     CYCLE_REFUSED = "cycle.refused"
     CYCLE_FAILED = "cycle.failed"
     STAGE_FAILED = "stage.failed"
+    TEAM_PUSHED = "team.pushed"  # a member's runtime spooled and drained its outbox: Pushed's counts, offline
+    TEAM_REFUSED = "team.refused"  # the team's server refused this member (or no token is kept): what, why, fix
     SNAPSHOT = "snapshot"  # the status channel's first frame to a viewer (machinery/channel.py)
     CHANNEL_REFUSED = "error"  # the status channel's only frame to a viewer with a wrong token
     VIEWER_CONNECTION = "viewer.connection"  # a viewer's link to the runtime came or went (app/ui/runtime_link.py)
@@ -41,7 +43,7 @@ class Kind(StrEnum):
 
 # Events a person is told about (the tray notifies, the window shows a banner).
 NOTIFY = frozenset({Kind.CYCLE_DONE, Kind.CYCLE_REFUSED, Kind.CYCLE_FAILED, Kind.APPROVAL_WAITING, Kind.ALERT_FATAL,
-                    Kind.STAGE_FAILED})
+                    Kind.STAGE_FAILED})  # TEAM_REFUSED (what, why, fix, reason) joins once notice_text has its words
 # The ends of a cycle, by the state its row ends in.
 CYCLE_ENDS = {"done": Kind.CYCLE_DONE, "refused": Kind.CYCLE_REFUSED, "failed": Kind.CYCLE_FAILED}
 
