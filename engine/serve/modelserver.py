@@ -235,11 +235,12 @@ class Server:
 
     def _routes(self) -> None:
         """The server's own routes (the OpenAI-compatible /v1 ones are llama-cpp-python's), all but /health behind
-        the API key, in this order: status, the recorder's, the model slots', shutdown."""
+        the API key, in this order: status, the recorder's, the model slots', parking, shutdown."""
         app, auth = self.app, [Depends(server_app.authenticate)]
         self._status_routes(app, auth)
         self._experience_routes(app, auth)
         self._slot_routes(app, auth)
+        self._park_routes(app, auth)
 
         @app.post("/nightschool/shutdown", dependencies=auth)
         async def shutdown() -> dict:
@@ -268,8 +269,7 @@ class Server:
             return await _refusable(self.recorder.entry, exp_id)
 
     def _slot_routes(self, app, auth: list) -> None:
-        """The served model's slots: switch to a new model (the old one kept as standby), roll back, park while the
-        night school trains (the /v1 routes answer 503 meanwhile) and unpark."""
+        """The served model's slots: switch to a new model (the old one kept as standby), roll back."""
 
         @app.post("/nightschool/switch", dependencies=auth)
         async def switch(req: Switch) -> dict:
@@ -291,6 +291,9 @@ class Server:
                 proxy.swap()
                 self.write_state()
             return self.status()
+
+    def _park_routes(self, app, auth: list) -> None:
+        """Park the model while the night school trains (the /v1 routes answer 503 meanwhile), and unpark it."""
 
         @app.middleware("http")
         async def parked_answers_503(request, call_next):

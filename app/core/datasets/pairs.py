@@ -212,14 +212,8 @@ def _write(p: Plan, student: Student, out: Path, records: list[dict], counts: Co
         size.tokens += full
         size.trained_tokens += max(0, full - 2 * prompt)
     config = p.config.model_dump() | {"source": p.source.name}
-    report = {"source": {"name": p.source.name, "fingerprint": p.source.fingerprint}, "contexts": counts["contexts"],
-              "agreed": counts["agreed"], "pairs": counts["pairs"], "student_pairs": counts["student pairs"],
-              "correction_pairs": counts["correction pairs"],
-              "dropped_pairs": counts["dropped pairs"], "dropped_files_included": len(p.dropped_files),
-              "dropped_files": p.dropped_files, "dropped_files_skipped": p.dropped_skipped,
-              "excluded": counts["excluded"], "truncated": counts["truncated"],
-              "heldout_examples_skipped": p.skipped_heldout, "counts": dict(counts), "outcomes": outcomes}
-    (out / manifest.REPORT).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+    (out / manifest.REPORT).write_text(json.dumps(_report(p, counts, outcomes), indent=1, ensure_ascii=False),
+                                       encoding="utf-8")
     per = Counter(r["session_id"] for r in records if r["source"] == "student")
     sha = {u.id: u.content_sha256 for u in p.source_manifest.sessions}
     sessions = sorted({c.session_id for c in p.contexts})
@@ -239,3 +233,14 @@ def _write(p: Plan, student: Student, out: Path, records: list[dict], counts: Co
     manifest.write(out, man)
     progress("write", 2, 2)
     return man
+
+
+def _report(p: Plan, counts: Counter, outcomes: list[dict]) -> dict:
+    """report.json: where the contexts came from, what the student did at each, where the pairs came from."""
+    return {"source": {"name": p.source.name, "fingerprint": p.source.fingerprint}, "contexts": counts["contexts"],
+            "agreed": counts["agreed"], "pairs": counts["pairs"], "student_pairs": counts["student pairs"],
+            "correction_pairs": counts["correction pairs"],
+            "dropped_pairs": counts["dropped pairs"], "dropped_files_included": len(p.dropped_files),
+            "dropped_files": p.dropped_files, "dropped_files_skipped": p.dropped_skipped,
+            "excluded": counts["excluded"], "truncated": counts["truncated"],
+            "heldout_examples_skipped": p.skipped_heldout, "counts": dict(counts), "outcomes": outcomes}
