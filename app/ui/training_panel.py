@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.core.train.spec import DEFAULT_MODEL
 from app.core.train.view import LIVE_STATES, REWARD_PREFIX, read_diagnosis
-from app.ui.kit import DIM_STYLE
+from app.ui.kit import DIM_STYLE, splitter
 from app.ui.training import TrainingController
 from widgets.alerts import AlertList
 from widgets.banner import Banner
@@ -63,11 +63,8 @@ class TrainingPanel(QWidget):
     def _build(self) -> None:
         top = self._top_bar()
         self.banner = Banner()
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self._jobs_and_alerts())
-        split.addWidget(self._chart_grid())
-        split.setStretchFactor(1, 1)
-        split.setSizes([420, 820])
+        split = splitter(Qt.Orientation.Horizontal, (self._jobs_and_alerts(), self._chart_grid()), [420, 820],
+                         stretch=1)
         bottom = self._job_bar()
         layout = QVBoxLayout(self)
         layout.addLayout(top)
