@@ -245,12 +245,18 @@ def cmd_validate(args) -> int:
 
 
 def register(sub) -> None:
-    """Add `dataset build|list|show|validate` to the main parser's subcommands."""
+    """Add `dataset build|pairs|list|show|validate` to the main parser's subcommands."""
+    ds = sub.add_parser("dataset", help="datasets built from captured sessions")
+    dsub = ds.add_subparsers(title="dataset commands", required=True)
+    _add_build(dsub)
+    _add_pairs(dsub)
+    _add_inspect(dsub)
+
+
+def _add_build(dsub) -> None:
     from app.core.datasets.config import MODES, BuildConfig
 
     d = BuildConfig()  # the defaults: argparse's match a build made without any option
-    ds = sub.add_parser("dataset", help="datasets built from captured sessions")
-    dsub = ds.add_subparsers(title="dataset commands", required=True)
     b = dsub.add_parser("build", help="build an SFT dataset from the captured sessions")
     b.add_argument("--name")
     b.add_argument("--model", default=d.base_model,
@@ -284,6 +290,9 @@ def register(sub) -> None:
                    help="share of the new sessions held out for ever (default %(default)s)")
     b.add_argument("--json", action="store_true", help="print what the build made as JSON")
     b.set_defaults(func=cmd_build)
+
+
+def _add_pairs(dsub) -> None:
     p = dsub.add_parser("pairs", help="preference pairs: a student's next actions vs the teacher's")
     p.add_argument("--name")
     p.add_argument("--model", default="default", help="the student's base model")
@@ -293,6 +302,10 @@ def register(sub) -> None:
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--no-dropped", action="store_true", help="leave out your dropped preference files")
     p.set_defaults(func=cmd_pairs)
+
+
+def _add_inspect(dsub) -> None:
+    """list, show and validate: the built datasets, one's manifest and examples, a check run again."""
     ls = dsub.add_parser("list", help="built datasets")
     ls.add_argument("--json", action="store_true", help="print the datasets as JSON (manifests: dataset show)")
     ls.set_defaults(func=cmd_list)

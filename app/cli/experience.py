@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from app.cli.common import SettingsCommand, grouped, open_store, print_json, refusals, show_or_set
-from app.cli.school import when
+from app.cli.school_print import when
 from app.cli.teacher import cmd_teacher
 from app.core.base.errors import Explained
 

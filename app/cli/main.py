@@ -5,12 +5,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from app.core.base import paths
-
-if TYPE_CHECKING:  # the job spec (pydantic) is imported where a command needs it: `nightschool gui` paints sooner
-    from app.core.train.spec import Hyper
 
 RESOURCES = Path(__file__).resolve().parents[2] / "resources"
 SAMPLE = RESOURCES / "sample_chat.jsonl"
@@ -20,15 +16,6 @@ def has_display() -> bool:
     if sys.platform in ("darwin", "win32"):
         return True
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
-
-
-def _manager():
-    from app.core.base.store import Store
-    from app.core.train.jobs import JobManager
-
-    manager = JobManager(Store())
-    manager.reconcile()
-    return manager
 
 
 def cmd_default(args: argparse.Namespace) -> int:
@@ -86,6 +73,8 @@ def _demo(args: argparse.Namespace) -> int:
     args.file, args.model, args.detach = str(SAMPLE), DEFAULT_MODEL, False
     args.recipe, args.priority, args.eval, args.dry_run = "sft", "high", None, False
     args.hyper_base = {"epochs": 100, "batch_size": 4, "grad_accum": 1, "warmup": 0.0}  # a short visible demo
+    from app.cli.jobs import cmd_train
+
     code = cmd_train(args)
     if code == 0:
         print("\nNext: nightschool checkpoints · nightschool promote '#ID' (the quality gate) · "
@@ -140,154 +129,8 @@ def cmd_tray(args: argparse.Namespace) -> int:
     return run_tray(held, learn=args.learn)
 
 
-def _built_dataset(args: argparse.Namespace) -> None:
-    """`train NAME` with a built dataset's name: its train split, on the base model it was rendered for."""
-    if Path(args.file).exists():
-        return
-    from app.core.base.store import Store
-    from app.core.datasets.catalog import Registry
-    from app.core.train.spec import DEFAULT_MODEL
-
-    ds = Registry(Store()).get(args.file)
-    if ds is not None and ds.kind == "sft":
-        args.file = str(Path(ds.path) / "train.jsonl")
-        if args.model == DEFAULT_MODEL:
-            args.model = ds.base_model
-
-
-def _hyper(args: argparse.Namespace) -> Hyper:
-    from app.core.train.spec import Hyper
-
-    given = {k: getattr(args, k) for k in ("max_steps", "epochs", "batch_size", "grad_accum", "learning_rate",
-                                           "method") if getattr(args, k, None) is not None}
-    return Hyper(**{**getattr(args, "hyper_base", {}), **given})
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    """Queue a job at high priority and follow it: it starts as soon as no other job holds the machine."""
-    from app.core.datafiles.chatfile import DatasetError
-    from app.core.queue.scheduler import Queue
-    from app.core.train.backends import BackendError
-    from app.core.train.modelref import ModelRefError
-
-    _built_dataset(args)
-    queue = Queue(_manager().store)
-    try:
-        job = queue.add(args.file, kind=args.recipe, model=args.model, hyper=_hyper(args), priority=args.priority,
-                        eval_data=args.eval, dry_run=args.dry_run, source="cli", backend=args.on)
-    except (DatasetError, ModelRefError, paths.SetupError, BackendError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"job {job.id}: {args.recipe}, {job.records} records from {Path(args.file).name}, model {job.model_ref}")
-    if job.error:
-        print(f"note: {job.error}")
-    started = _start_when_free(queue, job.id, wait=not args.detach)
-    if args.detach:
-        print(f"{'running' if started else 'queued'} in the background. Follow it: nightschool attach {job.id}"
-              + ("" if started else " (it starts while the app or `nightschool queue run` is running)"))
-        return 0
-    return attach(queue.manager, job.id)
-
-
-def _start_when_free(queue, job_id: str, wait: bool) -> bool:
-    """Tick the queue until this job has started (another running job goes first); False if it is still waiting."""
-    import time
-
-    announced = False
-    while True:
-        queue.tick(scan_inbox=False)
-        if queue.manager.job(job_id).state not in ("queued", "held", "launching"):
-            return True
-        if not wait:
-            return False
-        if not announced:
-            print("waiting for the running job to finish (the queue runs one job at a time)…")
-            announced = True
-        time.sleep(1.0)
-
-
-def cmd_jobs(args: argparse.Namespace) -> int:
-    manager = _manager()
-    jobs = manager.jobs()
-    if getattr(args, "json", False):
-        from app.cli.common import print_json, row_dict
-
-        return print_json([row_dict(job) for job in jobs])
-    if not jobs:
-        print("no jobs yet. Start one: nightschool train FILE.jsonl")
-        return 0
-    print(f"{'JOB':22} {'STATE':10} {'RECORDS':>7}  MODEL / DATASET")
-    for job in jobs:
-        print(f"{job.id:22} {job.state:10} {job.records:>7}  {job.model_ref} / {Path(job.dataset_path).name}")
-        if job.state == "failed" and job.error:
-            print(f"{'':22} {job.error.splitlines()[0]}")
-    return 0
-
-
-def cmd_attach(args: argparse.Namespace) -> int:
-    manager = _manager()
-    try:
-        manager.job(args.job)
-    except KeyError as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
-        return 2
-    return attach(manager, args.job)
-
-
-def cmd_command(args: argparse.Namespace) -> int:
-    """pause / resume / stop / checkpoint: send one command to a running job."""
-    manager = _manager()
-    job = manager.job(args.job)
-    if job.state not in ("running", "starting"):
-        print(f"job {args.job} is {job.state}, not running", file=sys.stderr)
-        return 2
-
-    from app.core.queue.scheduler import Queue
-
-    try:
-        Queue(manager.store, manager, inbox=False).command(job, args.command)
-    except ConnectionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(f"{args.command}: confirmed by job {args.job}")
-    return 0
-
-
-def attach(manager, job_id: str) -> int:
-    """Follow a job in the terminal with a progress bar (loss, ETA); Ctrl-C detaches and leaves it running."""
-    import asyncio
-
-    from app.cli.progress import TerminalView
-
-    view = TerminalView(job_id)
-    try:
-        while True:
-            asyncio.run(manager.follower(job_id, view.on_event).run())
-            job = manager.finalise(job_id)  # an engine that crashed is started again here and resumes
-            if job.state not in ("starting", "running"):
-                break
-            print(f"\nthe engine stopped without a result: resuming job {job_id} from its last checkpoint")
-    except KeyboardInterrupt:
-        view.close()
-        print(f"\ndetached: job {job_id} keeps running. Re-attach: nightschool attach {job_id}")
-        return 0
-    view.close()
-    return view.report(job)
-
-
-def _lr_defaults() -> str:
-    """DEFAULT_LR as the help says it: "sft 2e-4, orpo 3e-4, dpo/kto 5e-5, grpo/rloo 1.4e-5"."""
-    from app.core.train.spec import DEFAULT_LR
-
-    by_lr: dict[float, list[str]] = {}
-    for recipe, lr in DEFAULT_LR.items():
-        by_lr.setdefault(lr, []).append(recipe)
-    return ", ".join(f"{'/'.join(recipes)} {lr:.1e}".replace(".0e", "e").replace("e-0", "e-")
-                     for lr, recipes in by_lr.items())
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from app.core.train.spec import DEFAULT_MODEL, RECIPES, Hyper
+    from app.cli.jobs import register as register_jobs
 
     parser = argparse.ArgumentParser(prog="nightschool", description=__doc__)
     parser.add_argument("--version", action="version", version=f"nightschool {paths.app_version()}")
@@ -297,40 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="headless: train the sample and stop (no night school in the foreground)")
     parser.set_defaults(func=cmd_default)
     sub = parser.add_subparsers(title="commands")
-    train = sub.add_parser("train", help="train on a JSONL file or a built dataset (queued at high priority, followed)")
-    train.add_argument("file",
-                       help="a JSONL file (chat, or preference pairs for dpo/orpo/kto), or a built dataset's name")
-    train.add_argument("--model", default=DEFAULT_MODEL, help="'default' (embedded SmolLM2), a folder, or a hub id")
-    train.add_argument("--recipe", default="sft", choices=RECIPES, help="training method (default sft)")
-    train.add_argument("--method", choices=("lora", "qlora", "full"), help="adapter type (default lora)")
-    train.add_argument("--max-steps", type=int, help=f"a cap on the steps (default {Hyper().max_steps})")
-    train.add_argument("--epochs", type=float, help=f"passes over the data (default {Hyper().epochs:g})")
-    train.add_argument("--batch-size", type=int, help=f"examples per device step (default {Hyper().batch_size})")
-    train.add_argument("--grad-accum", type=int, help=f"steps accumulated per update (default {Hyper().grad_accum})")
-    train.add_argument("--learning-rate", type=float, help=f"default per recipe: {_lr_defaults()}")
-    train.add_argument("--eval", help="a held-out JSONL file: eval loss, best checkpoint, overfit check")
-    train.add_argument("--priority", default="high", choices=("high", "normal", "low"))
-    train.add_argument("--dry-run", action="store_true", help="validate data, model and plan; train nothing")
-    train.add_argument("--detach", action="store_true", help="queue the job and return")
-    train.add_argument("--on", choices=("local", "ray", "skypilot"), default=None,
-                       help="where the engine runs: local (here), ray (a Ray cluster: train.ray.address) or skypilot (a SkyPilot managed job); default: the train.backend setting, else local")
-    train.set_defaults(func=cmd_train)
-    jobs = sub.add_parser("jobs", help="list jobs")
-    jobs.add_argument("--json", action="store_true", help="print the jobs as JSON")
-    jobs.set_defaults(func=cmd_jobs)
-    att = sub.add_parser("attach", help="follow a job's progress and loss")
-    att.add_argument("job")
-    att.set_defaults(func=cmd_attach)
-    for name, command in (("pause", "pause"), ("resume", "resume"), ("stop", "stop"),
-                          ("checkpoint", "checkpoint_now")):
-        p = sub.add_parser(name, help=f"{name} a running job")
-        p.add_argument("job")
-        p.set_defaults(func=cmd_command, command=command)
+    register_jobs(sub)
     _add_gui(sub)
-    tray = sub.add_parser("tray", help="the tray icon alone: the school's state, notifications, Open (one per session)")
-    tray.add_argument("--learn", action="store_true",
-                      help="when nothing runs the school, start learning in the background (what autostart does)")
-    tray.set_defaults(func=cmd_tray)
+    _add_tray(sub)
+    _register_groups(sub)
+    return parser
+
+
+def _register_groups(sub) -> None:
+    """The command groups with a module each under app/cli, in the order `nightschool --help` lists them."""
     from app.cli.capture import register
     from app.cli.daemon import register as register_daemon
     from app.cli.datasets import register as register_datasets
@@ -358,7 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     register_engine(sub)
     register_store(sub)
     register_team(sub)
-    return parser
+
+
+def _add_tray(sub) -> None:
+    tray = sub.add_parser("tray", help="the tray icon alone: the school's state, notifications, Open (one per session)")
+    tray.add_argument("--learn", action="store_true",
+                      help="when nothing runs the school, start learning in the background (what autostart does)")
+    tray.set_defaults(func=cmd_tray)
 
 
 def _add_gui(sub) -> None:

@@ -6,7 +6,7 @@ import getpass
 import sys
 
 from app.cli.common import SettingsCommand, grouped, open_store, print_json, refusals, show_or_set
-from app.cli.school import when
+from app.cli.school_print import when
 from app.core.base.errors import Explained
 
 NOT_SET_UP = ("  the teacher is not set up: nightschool experience teacher url URL; … teacher model NAME; "

@@ -149,6 +149,15 @@ class ExperiencePanel(QWidget):
         left = QFormLayout()
         left.addRow("URL", self.url_edit)
         left.addRow("Model", self.model_edit)
+        left.addRow("Limits", self._limits_row())
+        left.addRow("Key", self._key_row())
+        row = QHBoxLayout(box)
+        row.addLayout(left, 3)
+        row.addLayout(self._budget_column(), 1)
+        return box
+
+    def _limits_row(self) -> QHBoxLayout:
+        """One spin box per limit in SPINS, each applied when its editing ends."""
         self.spins: dict[str, QSpinBox | QDoubleSpinBox] = {}
         limits = QHBoxLayout()
         for key, (name, low, high, step, decimals, suffix) in SPINS.items():
@@ -164,8 +173,10 @@ class ExperiencePanel(QWidget):
             limits.addWidget(QLabel(name))
             limits.addWidget(spin)
         limits.addStretch(1)
-        left.addRow("Limits", limits)
-        left.addRow("Key", self._key_row())
+        return limits
+
+    def _budget_column(self) -> QVBoxLayout:
+        """The budget used, Correct now and what the last correction run did."""
         right = QVBoxLayout()
         self.budget = QLabel()
         self.budget.setStyleSheet("font-weight:bold;")
@@ -181,10 +192,7 @@ class ExperiencePanel(QWidget):
         right.addWidget(self.outcome)
         right.addWidget(self.hint)
         right.addStretch(1)
-        row = QHBoxLayout(box)
-        row.addLayout(left, 3)
-        row.addLayout(right, 1)
-        return box
+        return right
 
     def _key_row(self) -> QWidget:
         self.key_edit = QLineEdit()

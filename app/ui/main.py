@@ -48,25 +48,8 @@ def build_window(store: Store | None = None, capture_config: CaptureConfig | Non
     (None: where a tray host runs; run_gui passes False when the tray process shows the school)."""
     store = store or Store()
     config, problem = load_capture_config(capture_config)
-    link, runtime = RuntimeLink(), None
-    holder = lock.holder()
-    if holder is None:
-        runtime = Runtime(role="window", store=store, capture=watch and problem is None and config.watch,
-                          capture_config=config)
-        try:
-            runtime.start()
-        except RuntimeBusy as busy:  # a daemon took the lock in the meantime
-            runtime, holder = None, busy.holder if busy.holder.get("channel") else None
-    if runtime is not None:
-        link.own(runtime)
-        queue = QueueController(runtime.queue)  # the runtime ticks; the tab reads
-        capture = CaptureController(store, config, watch=False, service=runtime.capture)
-    else:
-        link.view(holder)
-        queue = QueueController(Queue(store, JobManager(store)))  # the daemon ticks
-        pid = (holder or {}).get("pid")
-        capture = CaptureController(store, config, watch=False,
-                                    elsewhere=f"in the daemon (pid {pid})" if pid else "in the background process")
+    link = RuntimeLink()
+    queue, capture = _schedule_or_view(store, config, watch and problem is None and config.watch, link)
     # one manager: the queue launches the engines the Training tab follows
     controller = TrainingController(queue.queue.manager, queue=queue)
     school = SchoolController(store, link)
@@ -85,6 +68,31 @@ def build_window(store: Store | None = None, capture_config: CaptureConfig | Non
         capture.config_problem = problem
         capture.message.emit("error", f"Not capturing: {problem}")
     return window
+
+
+def _schedule_or_view(store: Store, config: CaptureConfig, capture_on: bool,
+                      link: RuntimeLink) -> tuple[QueueController, CaptureController]:
+    """The queue's and capture's controllers: of the window's own Runtime when no process holds the data dir's lock
+    (the window schedules and captures), else views of the store while the holder (the daemon) does."""
+    runtime = None
+    holder = lock.holder()
+    if holder is None:
+        runtime = Runtime(role="window", store=store, capture=capture_on, capture_config=config)
+        try:
+            runtime.start()
+        except RuntimeBusy as busy:  # a daemon took the lock in the meantime
+            runtime, holder = None, busy.holder if busy.holder.get("channel") else None
+    if runtime is not None:
+        link.own(runtime)
+        queue = QueueController(runtime.queue)  # the runtime ticks; the tab reads
+        capture = CaptureController(store, config, watch=False, service=runtime.capture)
+    else:
+        link.view(holder)
+        queue = QueueController(Queue(store, JobManager(store)))  # the daemon ticks
+        pid = (holder or {}).get("pid")
+        capture = CaptureController(store, config, watch=False,
+                                    elsewhere=f"in the daemon (pid {pid})" if pid else "in the background process")
+    return queue, capture
 
 
 def load_capture_config(given: CaptureConfig | None) -> tuple[CaptureConfig, str | None]:

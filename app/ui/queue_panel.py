@@ -93,6 +93,19 @@ class QueuePanel(QWidget):
 
     # --- layout --------------------------------------------------------------------------------------
     def _build(self) -> None:
+        top = self._top_bar()
+        self.banner = Banner()
+        self.table = self._queue_table()
+        bottom = self._job_bar()
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.banner)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(bottom)
+        self._update_buttons()
+
+    def _top_bar(self) -> QHBoxLayout:
+        """What a file added here becomes (recipe, priority, model, Add file…), then the queue's own controls."""
         self.recipe_box = QComboBox()
         self.recipe_box.addItems(RECIPES)
         self.recipe_box.setToolTip("Recipe for added files; on sft, a preference file (prompt/chosen/rejected) "
@@ -123,12 +136,18 @@ class QueuePanel(QWidget):
         top.addStretch(1)
         for w in (self.queue_state, self.queue_button, QLabel("Jobs at once"), self.concurrent):
             top.addWidget(w)
-        self.banner = Banner()
-        self.table = QueueTable()
-        self.table.job_selected.connect(self._on_selected)
-        self.table.move_requested.connect(self.controller.move)
-        self.table.priority_requested.connect(self.controller.set_priority)
-        self.table.customContextMenuRequested.connect(self._context_menu)
+        return top
+
+    def _queue_table(self) -> QueueTable:
+        table = QueueTable()
+        table.job_selected.connect(self._on_selected)
+        table.move_requested.connect(self.controller.move)
+        table.priority_requested.connect(self.controller.set_priority)
+        table.customContextMenuRequested.connect(self._context_menu)
+        return table
+
+    def _job_bar(self) -> QHBoxLayout:
+        """The selected job's detail and the buttons that act on it."""
         self.detail = QLabel(HINT)
         self.detail.setWordWrap(True)
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -145,12 +164,7 @@ class QueuePanel(QWidget):
         bottom.addWidget(self.detail, 1)
         for button in self._actions():
             bottom.addWidget(button)
-        layout = QVBoxLayout(self)
-        layout.addLayout(top)
-        layout.addWidget(self.banner)
-        layout.addWidget(self.table, 1)
-        layout.addLayout(bottom)
-        self._update_buttons()
+        return bottom
 
     def _actions(self) -> dict:
         """Each button and what it does to the selected job."""

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.core.train.spec import DEFAULT_MODEL
 from app.core.train.view import LIVE_STATES, REWARD_PREFIX, read_diagnosis
-from app.ui.kit import DIM_STYLE
+from app.ui.kit import DIM_STYLE, splitter
 from app.ui.training import TrainingController
 from widgets.alerts import AlertList
 from widgets.banner import Banner
@@ -61,6 +61,20 @@ class TrainingPanel(QWidget):
 
     # --- layout ------------------------------------------------------------------------------
     def _build(self) -> None:
+        top = self._top_bar()
+        self.banner = Banner()
+        split = splitter(Qt.Orientation.Horizontal, (self._jobs_and_alerts(), self._chart_grid()), [420, 820],
+                         stretch=1)
+        bottom = self._job_bar()
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.banner)
+        layout.addWidget(split, 1)
+        layout.addLayout(bottom)
+        self._update_buttons()
+
+    def _top_bar(self) -> QHBoxLayout:
+        """Open a dataset, on which model."""
         self.open_button = QPushButton("Open dataset…")
         self.open_button.clicked.connect(self.choose_file)
         self.model_box = QComboBox()
@@ -74,7 +88,10 @@ class TrainingPanel(QWidget):
         for w in (self.open_button, QLabel("Model:"), self.model_box, hint):
             top.addWidget(w)
         top.addStretch(1)
-        self.banner = Banner()
+        return top
+
+    def _jobs_and_alerts(self) -> QSplitter:
+        """The left column: the job table above the selected job's alerts."""
         self.table = JobTable()
         self.table.job_selected.connect(self.select_job)
         self.alerts = AlertList()
@@ -85,6 +102,10 @@ class TrainingPanel(QWidget):
         left.addWidget(self.alerts)
         left.setSizes([260, 340])
         left.setChildrenCollapsible(False)
+        return left
+
+    def _chart_grid(self) -> QWidget:
+        """The live charts in one grid (the GPU and reward charts shown where a job has them)."""
         self.loss_chart, self.lr_chart, self.grad_chart = LossChart(), LrChart(), GradNormChart()
         self.throughput_chart, self.memory_chart, self.gpu_chart = ThroughputChart(), MemoryChart(), GpuChart()
         self.reward_chart = RewardChart()
@@ -96,11 +117,10 @@ class TrainingPanel(QWidget):
             chart.setMinimumSize(220, 120)
         self._say_empty(None)
         self._layout_charts(gpu=True, reward=False)
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(left)
-        split.addWidget(charts)
-        split.setStretchFactor(1, 1)
-        split.setSizes([420, 820])
+        return charts
+
+    def _job_bar(self) -> QHBoxLayout:
+        """The selected job's detail and the commands sent to it."""
         self.detail = QLabel("No job selected.")
         self.detail.setWordWrap(True)
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -114,12 +134,7 @@ class TrainingPanel(QWidget):
         bottom.addWidget(self.detail, 1)
         for b in (self.pause_button, self.resume_button, self.stop_button):
             bottom.addWidget(b)
-        layout = QVBoxLayout(self)
-        layout.addLayout(top)
-        layout.addWidget(self.banner)
-        layout.addWidget(split, 1)
-        layout.addLayout(bottom)
-        self._update_buttons()
+        return bottom
 
     # --- user actions ------------------------------------------------------------------------
     def choose_file(self) -> None:

@@ -234,8 +234,20 @@ class Server:
         atomic_write(self.state_dir / STATE, json.dumps(self.status(), indent=1))
 
     def _routes(self) -> None:
+        """The server's own routes (the OpenAI-compatible /v1 ones are llama-cpp-python's), all but /health behind
+        the API key, in this order: status, the recorder's, the model slots', parking, shutdown."""
         app, auth = self.app, [Depends(server_app.authenticate)]
+        self._status_routes(app, auth)
+        self._experience_routes(app, auth)
+        self._slot_routes(app, auth)
+        self._park_routes(app, auth)
 
+        @app.post("/nightschool/shutdown", dependencies=auth)
+        async def shutdown() -> dict:
+            self.uvicorn.should_exit = True
+            return {"status": "stopping"}
+
+    def _status_routes(self, app, auth: list) -> None:
         @app.get("/health")
         async def health() -> dict:
             return {"status": "ok", "model": _proxy().current.info.name}
@@ -245,6 +257,9 @@ class Server:
             await run_in_threadpool(self.recorder.try_refresh)  # a setting just changed is in effect from here on
             return {**self.status(), "recording": self.recorder.stats()}
 
+    def _experience_routes(self, app, auth: list) -> None:
+        """What the recorder kept: a rating or correction for an answer, and one answer's entry."""
+
         @app.post("/nightschool/feedback", dependencies=auth)
         async def feedback(req: Feedback) -> dict:
             return await _refusable(self.recorder.feedback, req.experience, req.rating, req.correction, req.note)
@@ -252,6 +267,9 @@ class Server:
         @app.get("/nightschool/experience/{exp_id}", dependencies=auth)
         async def experience(exp_id: str) -> dict:
             return await _refusable(self.recorder.entry, exp_id)
+
+    def _slot_routes(self, app, auth: list) -> None:
+        """The served model's slots: switch to a new model (the old one kept as standby), roll back."""
 
         @app.post("/nightschool/switch", dependencies=auth)
         async def switch(req: Switch) -> dict:
@@ -273,6 +291,9 @@ class Server:
                 proxy.swap()
                 self.write_state()
             return self.status()
+
+    def _park_routes(self, app, auth: list) -> None:
+        """Park the model while the night school trains (the /v1 routes answer 503 meanwhile), and unpark it."""
 
         @app.middleware("http")
         async def parked_answers_503(request, call_next):
@@ -298,11 +319,6 @@ class Server:
                     raise HTTPException(status_code=422, detail=f"the parked model could not be loaded: {exc}") from exc
                 self.write_state()
             return self.status()
-
-        @app.post("/nightschool/shutdown", dependencies=auth)
-        async def shutdown() -> dict:
-            self.uvicorn.should_exit = True
-            return {"status": "stopping"}
 
     def run(self) -> int:
         import uvicorn

@@ -20,7 +20,7 @@ from app.core.datasets.config import BuildConfig
 from app.core.datasets.convert import system_message, tools_line
 from app.core.datasets.examples import Build, Example, Renderer, slim
 from app.core.datasets.manifest import CorrectionUse
-from app.core.datasets.pairs import pair_record
+from app.core.datasets.pair_records import pair_record
 from app.core.experience.corrections import trainable
 from app.core.toolcalls.convention import arguments_of, text_of, tools_in_system
 

@@ -5,41 +5,32 @@ gave; its `pairs.jsonl`). A context where the student already agrees with the te
 generation is the engine's (`engine.workers.mine_pairs`), behind the `Student` protocol (a llama.cpp student can stand in
 later).
 
-Record (preference_v1, conversational), the same fields in every record: {"id", "source": "student" | "dropped" |
-"correction", "session_id", "example_id" (the source SFT example), "turn" (the teacher message's index in it; null
-for dropped and correction pairs), "truncated" (the student's answer hit max_new_tokens), "file_sha256" (dropped: the
-file it came from), "correction_id", "experience_id", "teacher_model" (correction pairs: the provenance; else null,
-"", ""),
-"prompt": [{role, content}…], "chosen": [{role: assistant, content}], "rejected": [{role: assistant, content}]};
-every message is plain text with tool calls in the Hermes convention (`<tool_call>{"name", "arguments"}</tool_call>`),
-so any trainer and any template can use it.
+Teacher contexts: `contexts`; the records' one shape (preference_v1) and the dropped files: `pair_records`.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol
+from typing import Any, Callable, Protocol
 
 from pydantic import BaseModel, Field
-from sqlalchemy import select
 
-from app.core.base.fingerprint import sha256_dir, sha256_file
-from app.core.base.schema import BuiltDataset, DatasetFile
+from app.core.base.fingerprint import sha256_dir
+from app.core.base.schema import BuiltDataset
 from app.core.base.store import Store
 from app.core.scrub.scrubber import Scrubber
-from app.core.datafiles.formats import SPECS, record_problem
 from app.core.datasets import checks, manifest
 from app.core.datasets.catalog import Registry, default_name
+from app.core.datasets.contexts import Context, teacher_contexts, train_records
 from app.core.datasets.errors import BuildError
-from app.core.datasets.windows import header_length
+from app.core.datasets.pair_records import SPEC_ID, dropped_pairs, pair_record
+from app.core.datasets.pair_records import conversational  # noqa: F401 - importable from pairs, as before the split
 from app.core.toolcalls.agreement import exact_agreement
-from app.core.toolcalls.convention import as_text, parse_student
+from app.core.toolcalls.convention import parse_student
 
-SPEC_ID = "preference_v1"
 Progress = Callable[[str, int, int], None]  # (phase, step, total)
 Log = Callable[[str], None]
 
@@ -67,150 +58,6 @@ class Student(Protocol):
 
     def generate(self, messages: list[dict]) -> tuple[str, bool]: ...
     def count(self, messages: list[dict]) -> int: ...  # tokens of a rendered message list
-
-
-class Context(NamedTuple):
-    """A teacher context: the messages before an assistant message of a train example, and that message."""
-
-    messages: list[dict]
-    teacher: dict
-    example_id: str
-    session_id: str
-
-    @property
-    def turn(self) -> int:
-        """The teacher message's index in its example."""
-        return len(self.messages)
-
-    @property
-    def key(self) -> str:
-        """By content only (not the example id, which depends on the template): stable when the source is rebuilt."""
-        return manifest.example_id([*self.messages, self.teacher])
-
-
-# --- teacher contexts ---------------------------------------------------------------------------------------------
-
-def _covers(longer: Context, shorter: Context) -> bool:
-    """The same action seen twice because windows overlap: the shorter context is the header of the longer one's
-    window plus a tail the longer context ends with."""
-    head = header_length(shorter.messages)
-    tail = shorter.messages[head:]
-    return (len(longer.messages) > len(shorter.messages) and longer.messages[:head] == shorter.messages[:head]
-            and longer.messages[len(longer.messages) - len(tail):] == tail)
-
-
-def teacher_contexts(records: Iterable[dict], max_contexts: int, seed: int = 0) -> list[Context]:
-    """Every assistant message of the TRAIN records with what came before it (a record with another `split` is
-    skipped), once each: an action repeated by overlapping windows keeps its longest context. Capped at max_contexts
-    by a stable hash of the content (not of example ids, which change with the template); ordered by session, turn."""
-    found: dict[str, Context] = {}
-    for rec in records:
-        if rec.get("split", "train") != "train":
-            continue
-        msgs = rec["messages"]
-        for i, m in enumerate(msgs):
-            if m.get("role") == "assistant" and any(x.get("role") == "user" for x in msgs[:i]):
-                ctx = Context(msgs[:i], m, rec.get("id", ""), rec.get("session_id", ""))
-                found.setdefault(ctx.key, ctx)
-    same: dict[tuple[str, str], list[Context]] = {}
-    for ctx in sorted(found.values(), key=lambda c: (-c.turn, c.key)):
-        same.setdefault((ctx.session_id, manifest.example_id([ctx.teacher])), []).append(ctx)
-    kept = [c for group in same.values() for i, c in enumerate(group) if not any(_covers(b, c) for b in group[:i])]
-    kept.sort(key=lambda c: hashlib.sha256(f"{seed}:{c.key}".encode()).hexdigest())
-    return sorted(kept[:max_contexts], key=lambda c: (c.session_id, c.turn, c.key))
-
-
-def train_records(folder: Path, heldout: frozenset[str] = frozenset()) -> Iterator[dict]:
-    """A built SFT dataset's train examples only: from sessions its manifest puts in train, or replayed from an
-    earlier dataset's train split; never val or test, never the held-out set. A correction's example is no teacher
-    context: its pair is already in the dataset's pairs file."""
-    splits = {u.id: u.split for u in manifest.read(folder).sessions}
-    for rec in manifest.iter_examples(folder, "train"):
-        sid = rec.get("session_id")
-        if rec.get("correction_id") is not None:
-            continue
-        split = splits.get(sid, "train" if rec.get("source") == "replay" else None)
-        if split == "train" and sid not in heldout:
-            yield rec
-
-
-# --- records ------------------------------------------------------------------------------------------------------
-
-def pair_id(prompt: list[dict], chosen: list[dict], rejected: list[dict]) -> str:
-    return manifest.example_id([*prompt, {"role": "chosen"}, *chosen, {"role": "rejected"}, *rejected])
-
-
-def _record(p: list[dict], c: list[dict], r: list[dict], **fields: Any) -> dict:
-    """Every record has the same fields (one table for any trainer's loader), the messages last."""
-    base = {"id": pair_id(p, c, r), "source": "student", "session_id": "", "example_id": "", "turn": None,
-            "truncated": False, "file_sha256": "", "correction_id": None, "experience_id": "", "teacher_model": ""}
-    return {**base, **fields, "prompt": p, "chosen": c, "rejected": r}
-
-
-def pair_record(prompt: list[dict], chosen: dict, rejected: dict, *, session_id: str = "", example_id: str = "",
-                turn: int | None = None, truncated: bool = False, **provenance: Any) -> dict:
-    """A preference_v1 record in conversational form: prompt messages, [chosen], [rejected], all as Hermes text.
-    `truncated`: the student's answer was cut at max_new_tokens; `provenance`: source and a correction's fields."""
-    return _record([as_text(m) for m in prompt], [as_text(chosen)], [as_text(rejected)], session_id=session_id,
-                   example_id=example_id, turn=turn, truncated=truncated, **provenance)
-
-
-def _side(value: Any, role: str) -> list[dict]:
-    return [{"role": role, "content": value}] if isinstance(value, str) else value
-
-
-def conversational(rec: dict, file_sha256: str) -> dict:
-    """A dropped preference_v1 record (strings or message lists) in the same conversational text form."""
-    prompt, chosen, rejected = _side(rec["prompt"], "user"), _side(rec["chosen"], "assistant"), \
-        _side(rec["rejected"], "assistant")
-    p, c, r = [as_text(m) for m in prompt], [as_text(m) for m in chosen], [as_text(m) for m in rejected]
-    return _record(p, c, r, source="dropped", file_sha256=file_sha256)
-
-
-def _read_records(path: Path) -> Iterator[Any]:
-    text = path.read_text(encoding="utf-8", errors="replace").lstrip("\ufeff")
-    if text.lstrip().startswith("["):
-        try:
-            yield from json.loads(text)
-        except json.JSONDecodeError:
-            return
-        return
-    for line in text.splitlines():
-        if line.strip():
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
-
-
-def dropped_pairs(store: Store) -> tuple[list[dict], list[str], list[str]]:
-    """(records, files used, files skipped with why) from the accepted preference_v1 files the user dropped; a file
-    that changed or went away since it was checked is skipped, and so is every record failing the spec."""
-    with store.session() as s:
-        rows = list(s.scalars(select(DatasetFile).where(DatasetFile.spec == SPEC_ID, DatasetFile.accepted == 1)
-                              .order_by(DatasetFile.id)))
-    spec = SPECS[SPEC_ID]
-    records: dict[str, dict] = {}
-    used: list[str] = []
-    skipped: list[str] = []
-    seen: set[str] = set()
-    for row in rows:
-        if row.sha256 in seen:
-            continue
-        seen.add(row.sha256)
-        path = Path(row.path).expanduser()
-        if not path.is_file():
-            skipped.append(f"{row.path}: the file is gone")
-            continue
-        if sha256_file(path) != row.sha256:
-            skipped.append(f"{row.path}: the file changed after it was added (add it again)")
-            continue
-        for rec in _read_records(path):
-            if record_problem(spec, rec) is None:
-                out = conversational(rec, row.sha256)
-                records.setdefault(out["id"], out)
-        used.append(row.path)
-    return list(records.values()), used, skipped
 
 
 # --- the build ------------------------------------------------------------------------------------------------------
@@ -365,14 +212,8 @@ def _write(p: Plan, student: Student, out: Path, records: list[dict], counts: Co
         size.tokens += full
         size.trained_tokens += max(0, full - 2 * prompt)
     config = p.config.model_dump() | {"source": p.source.name}
-    report = {"source": {"name": p.source.name, "fingerprint": p.source.fingerprint}, "contexts": counts["contexts"],
-              "agreed": counts["agreed"], "pairs": counts["pairs"], "student_pairs": counts["student pairs"],
-              "correction_pairs": counts["correction pairs"],
-              "dropped_pairs": counts["dropped pairs"], "dropped_files_included": len(p.dropped_files),
-              "dropped_files": p.dropped_files, "dropped_files_skipped": p.dropped_skipped,
-              "excluded": counts["excluded"], "truncated": counts["truncated"],
-              "heldout_examples_skipped": p.skipped_heldout, "counts": dict(counts), "outcomes": outcomes}
-    (out / manifest.REPORT).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+    (out / manifest.REPORT).write_text(json.dumps(_report(p, counts, outcomes), indent=1, ensure_ascii=False),
+                                       encoding="utf-8")
     per = Counter(r["session_id"] for r in records if r["source"] == "student")
     sha = {u.id: u.content_sha256 for u in p.source_manifest.sessions}
     sessions = sorted({c.session_id for c in p.contexts})
@@ -392,3 +233,14 @@ def _write(p: Plan, student: Student, out: Path, records: list[dict], counts: Co
     manifest.write(out, man)
     progress("write", 2, 2)
     return man
+
+
+def _report(p: Plan, counts: Counter, outcomes: list[dict]) -> dict:
+    """report.json: where the contexts came from, what the student did at each, where the pairs came from."""
+    return {"source": {"name": p.source.name, "fingerprint": p.source.fingerprint}, "contexts": counts["contexts"],
+            "agreed": counts["agreed"], "pairs": counts["pairs"], "student_pairs": counts["student pairs"],
+            "correction_pairs": counts["correction pairs"],
+            "dropped_pairs": counts["dropped pairs"], "dropped_files_included": len(p.dropped_files),
+            "dropped_files": p.dropped_files, "dropped_files_skipped": p.dropped_skipped,
+            "excluded": counts["excluded"], "truncated": counts["truncated"],
+            "heldout_examples_skipped": p.skipped_heldout, "counts": dict(counts), "outcomes": outcomes}

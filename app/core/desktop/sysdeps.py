@@ -5,20 +5,20 @@ library the app does not carry, and the package list the .deb declares, derived 
 One table (`PACKAGES`, soname → Debian package) serves the start-up check's fix line, the .deb's `Depends:`
 (`packaging/deb/depends.txt`, written by `derive_depends` and compared with the bundle by tests/packaging) and the
 PyInstaller spec, which never bundles a library named here (the system's copy, matched to its drivers, is used).
-ELF files are read here in plain Python (`read_dynamic`): user machines need no binutils, and a check costs milliseconds."""
+ELF files are read in plain Python (`elf.read_dynamic`): user machines need no binutils, and a check costs milliseconds."""
 from __future__ import annotations
 
 import ctypes
 import importlib.util
 import os
 import re
-import struct
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.core.base.errors import Explained
+from app.core.desktop.elf import Dynamic, read_dynamic, runpath_dirs
 
 LIBC = "libc6 (>= 2.34)"  # PySide6 6.12's wheels are manylinux_2_34 (tests/packaging/test_sysdeps checks)
 # Debian 12 names; Debian 13's renamed packages (…t64) provide these names, so the same Depends install there.
@@ -68,79 +68,6 @@ def apt_line(packages: Iterable[str]) -> str:
     """The one command that installs these packages (their version constraints dropped), in a stable order."""
     names = sorted({p.split(" ", 1)[0] for p in packages})
     return "sudo apt-get install " + " ".join(names)
-
-
-# ---------------------------------------------------------------------------------------------------------- ELF
-
-@dataclass(frozen=True)
-class Dynamic:
-    """The dynamic section of an ELF file: the libraries it needs and where its own runpath points."""
-    needed: tuple[str, ...]
-    runpath: tuple[str, ...]
-
-
-def read_dynamic(path: Path) -> Dynamic | None:
-    """DT_NEEDED and DT_RUNPATH/DT_RPATH of an ELF shared object or executable (None: not ELF, or no dynamic
-    section). Reads the program headers only, so stripped files read the same."""
-    with open(path, "rb") as f:
-        head = f.read(64)
-        if len(head) < 52 or head[:4] != b"\x7fELF":
-            return None
-        wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
-        if wide:
-            phoff, = struct.unpack_from(order + "Q", head, 32)
-            phentsize, phnum = struct.unpack_from(order + "HH", head, 54)
-        else:
-            phoff, = struct.unpack_from(order + "I", head, 28)
-            phentsize, phnum = struct.unpack_from(order + "HH", head, 42)
-        f.seek(phoff)
-        table = f.read(phentsize * phnum)
-        loads, dynamic = [], None
-        for i in range(phnum):
-            if wide:
-                kind, _, offset, vaddr, _, filesz = struct.unpack_from(order + "IIQQQQ", table, i * phentsize)
-            else:
-                kind, offset, vaddr, _, filesz = struct.unpack_from(order + "IIIII", table, i * phentsize)
-            if kind == 1:  # PT_LOAD
-                loads.append((vaddr, offset, filesz))
-            elif kind == 2:  # PT_DYNAMIC
-                dynamic = (offset, filesz)
-        if dynamic is None:
-            return None
-        f.seek(dynamic[0])
-        raw = f.read(dynamic[1])
-        fmt, size = (order + "qQ", 16) if wide else (order + "iI", 8)
-        entries = [struct.unpack_from(fmt, raw, at) for at in range(0, len(raw) - size + 1, size)]
-        strtab = next((value for tag, value in entries if tag == 5), None)  # DT_STRTAB (an address)
-        base = next((offset + strtab - vaddr for vaddr, offset, filesz in loads
-                     if strtab is not None and vaddr <= strtab < vaddr + filesz), None)
-        if base is None:
-            return Dynamic((), ())
-
-        def string(at: int) -> str:
-            f.seek(base + at)
-            data = f.read(256)
-            while b"\0" not in data:
-                more = f.read(256)
-                if not more:
-                    break
-                data += more
-            return data.split(b"\0", 1)[0].decode("utf-8", "replace")
-
-        needed, runpath = [], []
-        for tag, value in entries:
-            if tag == 0:  # DT_NULL
-                break
-            if tag == 1:  # DT_NEEDED
-                needed.append(string(value))
-            elif tag in (15, 29):  # DT_RPATH, DT_RUNPATH
-                runpath.extend(p for p in string(value).split(":") if p)
-        return Dynamic(tuple(needed), tuple(runpath))
-
-
-def _runpath_dirs(path: Path, dyn: Dynamic) -> list[Path]:
-    return [Path(p.replace("$ORIGIN", str(path.parent)).replace("${ORIGIN}", str(path.parent)))
-            for p in dyn.runpath]
 
 
 # ---------------------------------------------------------------------------------------- the .deb's Depends
@@ -300,7 +227,7 @@ def system_libraries(plugin: Path) -> list[str]:
         dyn = read_dynamic(path)
         if dyn is None:
             continue
-        dirs = _runpath_dirs(path, dyn)
+        dirs = runpath_dirs(path, dyn)
         for name in dyn.needed:
             if name not in seen:
                 seen.add(name)

@@ -17,7 +17,7 @@ from typing import Iterator
 
 from pydantic import BaseModel
 
-from app.core.datasets.pairs import Context, teacher_contexts
+from app.core.datasets.contexts import Context, teacher_contexts
 from app.core.judge.report import EvalSettings
 from app.core.toolcalls import schemas
 from app.core.toolcalls.convention import as_text, message_calls

@@ -1,7 +1,7 @@
 """RL recipes: GRPO and RLOO (TRL 1.16 `GRPOTrainer` / `RLOOTrainer`) with the behavioural reward (app.core.judge.rewards).
 
 Data: the snapshot's chat records (agent sessions converted to chat, or plain chats). Every context that ends right
-before an assistant message becomes a prompt (`pairs.teacher_contexts`: once each, the longest context of an action
+before an assistant message becomes a prompt (`contexts.teacher_contexts`: once each, the longest context of an action
 repeated by overlapping windows, at most MAX_PROMPTS by a stable hash of the content). A row is
 {"prompt": the context as Hermes-text messages, "reward_context": json.dumps(RewardContext.from_messages(context,
 teacher).to_row())}: the completion is judged against the teacher's recorded next step. A prompt longer than
@@ -63,7 +63,7 @@ class RLRecipe(Recipe):
         if not records:
             return []
         self._check_settings()
-        from app.core.datasets.pairs import teacher_contexts
+        from app.core.datasets.contexts import teacher_contexts
 
         usable = [{k: v for k, v in r.items() if k != "split"} for r in records if r.get("messages")]
         contexts = teacher_contexts(usable, MAX_PROMPTS, self.h.seed)
