@@ -227,6 +227,9 @@ def notice_text(event: dict) -> tuple[str, str, str]:
         return (f"Cycle {cycle}: deployment waits for your approval",
                 f"{checkpoint} passed the gate" + (f" ({reasons})" if reasons else "")
                 + ". Approve or refuse it on the School tab.", "info")
+    if kind == Kind.TEAM_REFUSED:
+        text = " ".join(part for part in (event.get("what") or reason, event.get("why"), event.get("fix")) if part)
+        return "The team's server refused this member", text or "join the team again", "error"
     if kind == Kind.ALERT_FATAL:
         return f"Training stopped: {event.get('kind')}", f"job {event.get('job')}: {event.get('message')}", "error"
     return kind or "event", reason, "info"

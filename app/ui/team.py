@@ -36,12 +36,19 @@ class TeamView:
     sessions: int = 0
 
 
+_COUNTED: dict[tuple[str, int, int], int] = {}  # (outbox file, size, mtime_ns) -> its sessions: each file decoded once
+
+
 def outbox_count() -> tuple[int, int]:
     """(outbox files, sessions in them)."""
     files, sessions = member.pending(), 0
     for path in files:
         try:
-            sessions += len(wire.decode(path.read_bytes()))
+            stat = path.stat()
+            key = (str(path), stat.st_size, stat.st_mtime_ns)
+            if key not in _COUNTED:
+                _COUNTED[key] = len(wire.decode(path.read_bytes()))
+            sessions += _COUNTED[key]
         except (OSError, EOFError, ValueError):
             pass  # sent and deleted meanwhile, or a torn file the next push reports
     return len(files), sessions

@@ -43,7 +43,7 @@ class Kind(StrEnum):
 
 # Events a person is told about (the tray notifies, the window shows a banner).
 NOTIFY = frozenset({Kind.CYCLE_DONE, Kind.CYCLE_REFUSED, Kind.CYCLE_FAILED, Kind.APPROVAL_WAITING, Kind.ALERT_FATAL,
-                    Kind.STAGE_FAILED})  # TEAM_REFUSED (what, why, fix, reason) joins once notice_text has its words
+                    Kind.STAGE_FAILED, Kind.TEAM_REFUSED})
 # The ends of a cycle, by the state its row ends in.
 CYCLE_ENDS = {"done": Kind.CYCLE_DONE, "refused": Kind.CYCLE_REFUSED, "failed": Kind.CYCLE_FAILED}
 
