@@ -42,8 +42,13 @@ def cli(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.Complete
 
 
 class Server:
-    def __init__(self, home: Path, config: Path) -> None:
+    """database: the team school's PostgreSQL URL (None: the data dir's SQLite file)."""
+
+    def __init__(self, home: Path, config: Path, database: str | None = None) -> None:
         self.env, self.port, self.proc = env_for(home, config), free_port(), None
+        self.home, self.database = home, database
+        if database:
+            self.env["NIGHTSCHOOL_DATABASE_URL"] = database
         self.url = f"http://127.0.0.1:{self.port}"
         self.tokens: dict[str, str] = {}  # member -> token, as invited
 
@@ -70,6 +75,10 @@ class Server:
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
 
+    def store(self) -> Store:
+        """The team school's store, opened from this process."""
+        return Store(self.database or self.home / "nightschool.db")
+
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
@@ -82,8 +91,7 @@ class Server:
 
 def join_member(tmp_path: Path, monkeypatch, server: Server, name: str, sessions: range) -> Store:
     """A member's data dir with sessions (a secret planted) ingested, joined with a fresh invitation."""
-    home = tmp_path / name
-    monkeypatch.setenv("NIGHTSCHOOL_HOME", str(home))
+    as_member(monkeypatch, tmp_path, name)
     folder = tmp_path / f"{name}-transcripts"
     for i in sessions:
         write_session(folder, i, extra_user=f" (my token is {SECRET})")
@@ -98,11 +106,22 @@ def join_member(tmp_path: Path, monkeypatch, server: Server, name: str, sessions
 
 
 def as_member(monkeypatch, tmp_path: Path, name: str) -> None:
+    """This process acts as member `name` (its data dir, its own SQLite store)."""
     monkeypatch.setenv("NIGHTSCHOOL_HOME", str(tmp_path / name))
+    monkeypatch.delenv("NIGHTSCHOOL_DATABASE_URL", raising=False)
 
 
-def server_rows(tmp_path: Path) -> tuple[list, list]:
-    store = Store(tmp_path / "server" / "nightschool.db")
+def as_server(monkeypatch, server: Server) -> None:
+    """This process acts on the team server's data dir and its store (PostgreSQL where the server has one)."""
+    monkeypatch.setenv("NIGHTSCHOOL_HOME", str(server.home))
+    if server.database:
+        monkeypatch.setenv("NIGHTSCHOOL_DATABASE_URL", server.database)
+    else:
+        monkeypatch.delenv("NIGHTSCHOOL_DATABASE_URL", raising=False)
+
+
+def server_rows(server: Server) -> tuple[list, list]:
+    store = server.store()
     try:
         with store.engine.connect() as conn:
             return (conn.execute(select(AgentSession.id, AgentSession.member)).all(),

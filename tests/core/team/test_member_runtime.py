@@ -10,7 +10,7 @@ from app.core.base.store import Store
 from app.core.team import member as team_member
 from tests.core.datasets.helpers import write_session
 from tests.core.runtime.daemon_helpers import wait_for
-from tests.core.team.helpers import as_member, cli, join_member
+from tests.core.team.helpers import as_member, as_server, cli, join_member
 
 CAPTURED_S = 60.0  # capture is seen by watchdog at once, else by the 30 s sweep (a loaded machine's inotify)
 
@@ -47,7 +47,7 @@ def test_a_members_runtime_ships_by_itself_retries_while_the_server_is_away_and_
         assert team_member.pending()
         server.start()
         wait_for(shipped(3), CAPTURED_S, "the retry after the server came back", every=0.1)
-        _mcp_answers_for_the_team(tmp_path, monkeypatch, carol)
+        _mcp_answers_for_the_team(server, tmp_path, monkeypatch, carol)
 
         _refused_until_joined_again(server, project, of)
     finally:
@@ -95,14 +95,14 @@ def _into(failed: list[BaseException], fn) -> None:
         failed.append(exc)
 
 
-def _mcp_answers_for_the_team(tmp_path: Path, monkeypatch, carol: Store) -> None:
+def _mcp_answers_for_the_team(server, tmp_path: Path, monkeypatch, carol: Store) -> None:
     """The MCP tools through the SDK's client: on the server's data dir `status` reads the pooled store; on a
     member's, `team_status` is the team school as the server answers it (and refused where no team was joined)."""
     from mcp import Client
 
     from app.mcp.server import build_server
 
-    pooled = Store(tmp_path / "server" / "nightschool.db")
+    pooled = server.store()
     answers: dict[str, object] = {}
 
     async def ask(store: Store, tool: str, key: str) -> None:
@@ -110,7 +110,7 @@ def _mcp_answers_for_the_team(tmp_path: Path, monkeypatch, carol: Store) -> None
             answers[key] = await client.call_tool(tool, {})
 
     try:
-        as_member(monkeypatch, tmp_path, "server")
+        as_server(monkeypatch, server)
         _run_async(lambda: ask(pooled, "status", "server"))
         _run_async(lambda: ask(pooled, "team_status", "not a member"))
         as_member(monkeypatch, tmp_path, "carol")

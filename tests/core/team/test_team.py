@@ -14,18 +14,18 @@ from app.core.base.store import Store
 from app.core.team import member as team_member
 from tests.core.datasets.helpers import ingest, write_session
 from tests.core.runtime.daemon_helpers import wait_for
-from tests.core.team.helpers import SECRET, Server, as_member, cli, join_member, server_rows
+from tests.core.team.helpers import SECRET, Server, as_member, as_server, cli, join_member, server_rows
 
 
-def _pooled_build_counts_each_member(tmp_path: Path, monkeypatch, tiny_model: Path) -> None:
+def _pooled_build_counts_each_member(server: Server, monkeypatch, tiny_model: Path) -> None:
     """The team school builds on the pooled corpus; what the cycle's report card shows per member are counts."""
     from app.core.datasets.catalog import Registry
     from app.core.datasets.config import BuildConfig
     from app.core.datasets.runs import start_build
     from app.core.runtime.school.stages import members_of
 
-    as_member(monkeypatch, tmp_path, "server")
-    store = Store()
+    as_server(monkeypatch, server)
+    store = server.store()
     try:
         done = start_build(store, BuildConfig(base_model=str(tiny_model), max_length=512, test_share=0.4)).finish()
         assert done.ok, done.message
@@ -69,8 +69,8 @@ def _a_cycle_on_the_pool_reaches_a_verdict(tmp_path: Path, monkeypatch, server: 
     from app.core.runtime.school import cycles
     from app.core.runtime.school.facade import School
 
-    as_member(monkeypatch, tmp_path, "server")
-    store = Store()
+    as_server(monkeypatch, server)
+    store = server.store()
     try:
         school = School(store)
         for key, value in {**POLICY, "base_model": str(tiny_model)}.items():
@@ -94,10 +94,10 @@ def _a_cycle_on_the_pool_reaches_a_verdict(tmp_path: Path, monkeypatch, server: 
     assert {"school", "sessions_per_member", "members"} <= set(status)  # the keys it always had
 
 
-def _no_holder(monkeypatch, tmp_path: Path) -> bool:
+def _no_holder(monkeypatch, server: Server) -> bool:
     from app.core.runtime.machinery import lock
 
-    as_member(monkeypatch, tmp_path, "server")
+    as_server(monkeypatch, server)
     return lock.holder() is None
 
 
@@ -117,13 +117,13 @@ def _killed_mid_upload_stores_each_session_once(server: Server, tmp_path: Path, 
     drained = team_member.drain()
     assert (drained.sent_sessions, drained.left_files) == (3, 0)
     assert server.status()["sessions_per_member"] == {"alice": 3, "bob": 4}
-    sessions, messages = server_rows(tmp_path)
+    sessions, messages = server_rows(server)
     assert len(sessions) == len({sid for sid, _ in sessions}) == 7  # every session once, by its key
     assert any("(edited later)" in t for t, _ in messages)
 
 
-def test_members_ship_scrubbed_sessions_idempotently_and_survive_a_dead_server(team, monkeypatch, tiny_model):
-    server, tmp_path = team
+def test_members_ship_scrubbed_sessions_idempotently_and_survive_a_dead_server(team_pg, monkeypatch, tiny_model):
+    server, tmp_path = team_pg  # the team school's store on PostgreSQL
     alice = join_member(tmp_path, monkeypatch, server, "alice", range(3))
     done = team_member.push(alice)
     assert not done.problems, done.problems
@@ -131,7 +131,7 @@ def test_members_ship_scrubbed_sessions_idempotently_and_survive_a_dead_server(t
     bob = join_member(tmp_path, monkeypatch, server, "bob", range(3, 5))
     assert team_member.push(bob).sent_sessions == 2
     assert server.status()["sessions_per_member"] == {"alice": 3, "bob": 2}
-    sessions, messages = server_rows(tmp_path)
+    sessions, messages = server_rows(server)
     assert sorted(m for _, m in sessions) == ["alice"] * 3 + ["bob"] * 2
     assert messages and not any(SECRET in t or SECRET in p for t, p in messages)
     assert any("<SECRET:" in t for t, _ in messages)
@@ -141,7 +141,7 @@ def test_members_ship_scrubbed_sessions_idempotently_and_survive_a_dead_server(t
     assert server.status()["sessions_per_member"] == {"alice": 3, "bob": 2}
 
     _killed_mid_upload_stores_each_session_once(server, tmp_path, bob)
-    _pooled_build_counts_each_member(tmp_path, monkeypatch, tiny_model)
+    _pooled_build_counts_each_member(server, monkeypatch, tiny_model)
     as_member(monkeypatch, tmp_path, "bob")
 
     revoked = cli(server.env, "team", "revoke", "bob")
@@ -169,4 +169,4 @@ def test_members_ship_scrubbed_sessions_idempotently_and_survive_a_dead_server(t
     bob.close()
     _a_cycle_on_the_pool_reaches_a_verdict(tmp_path, monkeypatch, server, tiny_model)
     assert server.stop() == 0  # SIGTERM stops the API and the school's runtime
-    assert _no_holder(monkeypatch, tmp_path)
+    assert _no_holder(monkeypatch, server)
