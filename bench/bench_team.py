@@ -49,7 +49,8 @@ def _cli(env: dict[str, str], *args: str) -> str:
 
 def _server(home: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli.main", "team", "serve", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli.main", "team", "serve", "--port", str(port),
+                             "--api-only"],  # the API's ingest alone: no cycle of the school may start meanwhile
                             env=_env(home), cwd=CODE_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -140,7 +141,8 @@ def main() -> None:
                   f"({total_mb / capture:.1f} MB/s); ratio server ingest / solo capture {capture / wall:.2f}; "
                   f"sessions sent {sum(g['sent'] for g in got)}, problems "
                   f"{sum(len(g['problems']) for g in got)}")
-            status = json.loads(urllib.request.urlopen(f"{url}/v1/status", timeout=30).read())
+            asked = urllib.request.Request(f"{url}/v1/status", headers={"Authorization": f"Bearer {solo['token']}"})
+            status = json.loads(urllib.request.urlopen(asked, timeout=30).read())  # members only
             print(f"server holds {sum(status['sessions_per_member'].values())} sessions from "
                   f"{len(status['sessions_per_member'])} members")
         finally:
