@@ -136,7 +136,9 @@ def test_answers_are_recorded_with_client_model_latency_and_tokens(server, store
         got = entry(reply.experience)
         assert (got["client"], got["route"], got["model"], got["model_sha256"]) == (client, route, "tiny",
                                                                                     server.sha256)
-        assert 0 < got["latency_ms"] <= reply.seconds * 1000, (got["latency_ms"], reply.seconds)
+        # inside the client's round trip, give or take 1 ms: the server's figure is rounded to 0.01 ms and timed in
+        # another process (CI once saw 54.2 ms recorded against a 54.17 ms round trip)
+        assert 0 < got["latency_ms"] <= reply.seconds * 1000 + 1.0, (got["latency_ms"], reply.seconds)
         assert got["completion_tokens"] > 0 and got["answer"]["role"] == "assistant"
         # the flags are those of the stored request and answer (a cut-off answer: "rambled")
         assert got["reasons"] == flags.needs_improvement(got["request"], got["answer"], got["finish_reason"],
