@@ -1,10 +1,11 @@
 """The tray icon: the school's state at a glance (the app's icon with a state badge; its tooltip the real state: not
-running / paused / idle / capturing / training cycle N (42 %) / judging / waits for approval / needs attention), a menu
-(Open, Run a cycle now, Pause / Resume learning, Quit) and notifications for the events a person is told about
-(bus.NOTIFY); for a team member also the team school's line in the tooltip and a notification once per newly deployed
-team student (`team_words.DeployWatch` over the SchoolController's team reader). `Tray` is the shared part; its owners: the tray process (`app/ui/tray_app.SessionTray`, what autostart
-and the window start: it outlives the window) and, where that cannot run, the window itself (`WindowTray`, whose
-notifications go to the window's banner when the desktop has no system tray)."""
+running / paused / idle / capturing / training cycle N (42 %) / judging / waits for approval / needs attention), a
+menu (Open, Run a cycle now, Pause / Resume learning, Quit) and notifications for the events a person is told about
+(bus.NOTIFY); for a team member also the team school's line in the tooltip and a notification once per newly
+deployed team student (`team_words.DeployWatch` over the SchoolController's team reader). `Tray` is the shared part;
+its owners: the tray process (`app/ui/tray_app.SessionTray`, what autostart and the window start: it outlives the
+window) and, where that cannot run, the window itself (`WindowTray`, whose notifications go to the window's banner
+when the desktop has no system tray)."""
 from __future__ import annotations
 
 from PySide6.QtCore import QObject, QTimer
