@@ -6,7 +6,6 @@ generations.jsonl like engine.workers.evaluate; protocol envelopes on stdout, on
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -204,29 +203,36 @@ def run(spec: dict, out: Emitter) -> int:
         got = measure(served, renderer, found, rendered, settings, out)
     finally:
         served.close()
-        if not config.gguf:
-            shutil.rmtree(gguf.parent, ignore_errors=True)
     return finish(spec, out, config, cases, got["per_example"], got["texts"], started, "cpu (llama.cpp)",
                   runtime="gguf", quant=served.quant, gguf_sha256=config.gguf_sha256,
                   tokenization_matched=got["tokenization_matched"], prompts_matched=got["prompts_matched"])
 
 
 def converted(config: GgufEvalConfig, spec: dict, out: Emitter) -> Path:
-    """No file named: the model itself (base + adapter, merged) converted to an f16 GGUF with the shipping template in
-    a scratch folder beside the report (removed after): judging through llama.cpp, the served form, unquantized."""
+    """No file named: the model itself (base + adapter, merged) as an f16 GGUF with the shipping template — from the
+    cache when an earlier evaluation or export converted the same model, else converted now and kept there (the export
+    of the same checkpoint quantizes that file): judging through llama.cpp, the served form, unquantized."""
     from app.core.ship.config import ExportConfig
-    from engine.workers import llama_tools
+    from engine import loading
+    from engine.workers import gguf_cache, llama_tools
     from engine.workers.export import merged
 
     started = time.monotonic()
-    folder = Path(spec["out"]).with_name(Path(spec["out"]).name + "-f16")
-    export = ExportConfig(label=config.label, base_model=config.base_model, adapter=config.adapter, quants=["f16"],
-                          lora=False, smoke=False)
-    merged(export, Path(spec["models_dir"]), folder / "hf", out)
-    path = llama_tools.convert(folder / "hf", folder / "model.f16.gguf", folder / "convert.log", "model")
-    shutil.rmtree(folder / "hf", ignore_errors=True)
+    base_dir = loading.resolve(config.base_model, Path(spec["models_dir"]))[0]
+    digest = gguf_cache.key(base_dir, config.adapter, config.gguf_name, llama_tools.converter())
+    if (cached := gguf_cache.get(digest)) is not None:
+        out.emit(P.Log(message=f"the f16 GGUF of {config.label} comes from the cache (converted once before)"))
+        return cached
+
+    def convert(folder: Path) -> Path:
+        export = ExportConfig(label=config.label, base_model=config.base_model, adapter=config.adapter,
+                              quants=["f16"], lora=False, smoke=False)
+        merged(export, Path(spec["models_dir"]), folder / "hf", out)
+        return llama_tools.convert(folder / "hf", folder / "model.f16.gguf", folder / "convert.log", config.gguf_name)
+
+    path = gguf_cache.put(digest, convert)
     out.emit(P.Log(message=f"converted {config.label} to an f16 GGUF for llama.cpp in "
-                           f"{time.monotonic() - started:.1f} s"))
+                           f"{time.monotonic() - started:.1f} s (kept for its export and later evaluations)"))
     return path
 
 

@@ -33,15 +33,44 @@ def merged(config: ExportConfig, models_dir: Path, hf_dir: Path, out: Emitter):
         out.emit(P.Log(message=f"merging the adapter {config.adapter} (the adapter itself is kept)"))
         model = PeftModel.from_pretrained(model, config.adapter, is_trainable=False).merge_and_unload()
     out.progress(STAGE_MERGE, 2, 3)
+    _export_template(tok, config)
+    model.save_pretrained(hf_dir, safe_serialization=True)
+    tok.save_pretrained(hf_dir)
+    out.progress(STAGE_MERGE, 3, 3)
+    return tok
+
+
+def _export_template(tok, config: ExportConfig) -> None:
     if not tok.chat_template:
         raise ShipError(f"{config.base_model} has no chat template",
                         why="a GGUF without one makes every runtime guess the format (and the model ramble)",
                         fix="choose a base model with a chat template")
     tok.chat_template = ship_template.export_template(tok.chat_template)
-    model.save_pretrained(hf_dir, safe_serialization=True)
-    tok.save_pretrained(hf_dir)
-    out.progress(STAGE_MERGE, 3, 3)
-    return tok
+
+
+def _f16(config: ExportConfig, models_dir: Path, folder: Path, log: Path, out: Emitter) -> tuple[Path, object, bool]:
+    """(the f16 GGUF, the tokenizer with the export template, whether the file is the cache's): the file a llama.cpp
+    evaluation of the same model converted when there is one (no second merge and conversion), else merged and
+    converted here."""
+    from engine import loading
+    from engine.workers import gguf_cache
+
+    base_dir = loading.resolve(config.base_model, models_dir)[0]
+    cached = gguf_cache.get(gguf_cache.key(base_dir, config.adapter, config.name, llama_tools.converter()))
+    if cached is not None:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(base_dir)
+        _export_template(tok, config)
+        out.emit(P.Log(message=f"{config.label}: the f16 GGUF its llama.cpp evaluation converted is quantized (no "
+                               "second merge and conversion)"))
+        out.progress(STAGE_MERGE, 3, 3)
+        return cached, tok, True
+    tok = merged(config, models_dir, folder / "hf", out)
+    out.progress(STAGE_CONVERT, 0, 1)
+    f16 = llama_tools.convert(folder / "hf", folder / f"{config.name}.f16.gguf", log, config.name)
+    shutil.rmtree(folder / "hf", ignore_errors=True)
+    return f16, tok, False
 
 
 def check_template(gguf: Path, tok) -> tuple[str, str]:
@@ -78,19 +107,21 @@ def run(spec: dict, out: Emitter) -> int:
     llama_tools.converter()  # a missing converter fails before minutes of merging
     if config.lora and config.adapter:
         llama_tools.converter("convert_lora_to_gguf.py")
-    hf_dir = folder / "hf"
-    tok = merged(config, Path(spec["models_dir"]), hf_dir, out)
-    out.progress(STAGE_CONVERT, 0, 1)
-    f16 = llama_tools.convert(hf_dir, folder / f"{config.name}.f16.gguf", log, config.name)
+    f16, tok, shared = _f16(config, Path(spec["models_dir"]), folder, log, out)
     out.progress(STAGE_CONVERT, 1, 1)
     embedded, eos = check_template(f16, tok)
     files = []
     for i, quant in enumerate(config.quants):
         out.progress(STAGE_QUANTIZE, i, len(config.quants))
-        path = f16 if quant == "f16" else llama_tools.quantize(f16, folder / f"{config.name}.{quant}.gguf", quant)
+        if quant == "f16":
+            path = folder / f"{config.name}.f16.gguf"
+            if shared:
+                shutil.copyfile(f16, path)  # the export folder owns its files; the cache prunes its own
+        else:
+            path = llama_tools.quantize(f16, folder / f"{config.name}.{quant}.gguf", quant)
         files.append({"quant": quant, "file": path.name})
     out.progress(STAGE_QUANTIZE, len(config.quants), len(config.quants))
-    if "f16" not in config.quants:
+    if "f16" not in config.quants and not shared:
         f16.unlink()
     lora_file = None
     if config.lora and config.adapter:
@@ -101,7 +132,6 @@ def run(spec: dict, out: Emitter) -> int:
         lora_file = llama_tools.convert_lora(Path(config.adapter), base_dir, folder / f"{config.name}.lora.gguf",
                                              log).name
         out.progress(STAGE_LORA, 1, 1)
-    shutil.rmtree(hf_dir, ignore_errors=True)
     for i, entry in enumerate(files):
         out.progress(STAGE_SMOKE, i, len(files))
         entry.update(smoke.smoke(folder / entry["file"], config.n_ctx) if config.smoke else

@@ -82,11 +82,55 @@ def run_script(args: list[str], log: Path, what: str) -> None:
                         fix=f"the whole output is in {log}")
 
 
+def run_in_process(args: list[str], log: Path, what: str) -> None:
+    """run_script inside this process: a worker that has just merged the model has torch and transformers imported
+    (a second interpreter spends seconds importing them again). The script's output goes to `log` at the descriptor
+    level (stdout is the worker's envelope channel). Falls back to run_script when an installed `gguf` is already
+    imported (the vendored one must win)."""
+    import runpy
+    import traceback
+
+    vendored = tools_dir() / "gguf-py"
+    loaded = sys.modules.get("gguf")
+    if loaded is not None and vendored not in Path(getattr(loaded, "__file__", "") or ".").resolve().parents:
+        return run_script(args, log, what)
+    for entry in (str(tools_dir()), str(vendored)):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    os.environ["NO_LOCAL_GGUF"] = "1"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved, argv, code = (os.dup(1), os.dup(2)), sys.argv, 0
+    with log.open("ab") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys.argv = list(args)
+            runpy.run_path(args[0], run_name="__main__")
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        except Exception:  # noqa: BLE001 - the converter's failure, told with its output tail like the subprocess
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            sys.argv = argv
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+    if code != 0:
+        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-12:]
+        raise ShipError(f"{what} failed (exit {code})", why=" | ".join(tail)[-1500:],
+                        fix=f"the whole output is in {log}")
+
+
 def convert(model_dir: Path, out: Path, log: Path, name: str | None = None) -> Path:
-    """HF safetensors folder → f16 GGUF with llama.cpp's converter (chat template and special tokens embedded)."""
+    """HF safetensors folder → f16 GGUF with llama.cpp's converter (chat template and special tokens embedded), run in
+    this process."""
     named = ["--model-name", name] if name else []
-    run_script([str(converter()), str(model_dir), "--outtype", "f16", "--outfile", str(out), *named], log,
-               "llama.cpp's convert_hf_to_gguf.py")
+    run_in_process([str(converter()), str(model_dir), "--outtype", "f16", "--outfile", str(out), *named], log,
+                   "llama.cpp's convert_hf_to_gguf.py")
     return out
 
 

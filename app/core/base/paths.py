@@ -61,6 +61,12 @@ def work_dir() -> Path:
     return _sub("work")
 
 
+def gguf_cache_dir() -> Path:
+    """f16 GGUFs of the models judged through llama.cpp, kept for the next evaluation and the export of the same model
+    (engine/workers/gguf_cache.py keeps the newest few)."""
+    return _sub("gguf-cache")
+
+
 def inbox_dir() -> Path:
     """Dropped training files are queued from here (high/, normal/, low/ set the priority)."""
     return _sub("inbox")

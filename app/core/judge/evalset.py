@@ -35,6 +35,7 @@ class EvalConfig(BaseModel):
     eval_set_sha256: str
     schema_files: list[str] = []  # teacher calls in these files (and the eval file) give the tools' schemas
     settings: EvalSettings = EvalSettings()
+    gguf_name: str = "model"  # the name an f16 GGUF converted for llama.cpp embeds (its export's file stem)
 
     @property
     def max_new_tokens(self) -> int:  # engine.workers.mine_pairs.load_student reads it

@@ -71,7 +71,7 @@ def _config(target: Target, evset: EvalSet, settings: EvalSettings) -> EvalConfi
     return EvalConfig(label=target.label, base_model=target.base_model, adapter=target.adapter,
                       adapter_sha256=target.adapter_sha256(), eval_file=str(evset.path), eval_set=evset.name,
                       eval_set_sha256=evset.sha256, schema_files=[str(p) for p in evset.schema_files],
-                      settings=settings)
+                      settings=settings, gguf_name=target.file_stem)
 
 
 def evaluator_for(choice: str) -> str:

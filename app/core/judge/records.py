@@ -4,6 +4,7 @@ deployed: judge/deployment)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,11 @@ class Target:
         what = "final" if self.checkpoint.kind == "adapter" else f"step {self.checkpoint.step}"
         return f"#{self.checkpoint.id} {self.job.id if self.job else '?'} {what}"
 
+    @property
+    def file_stem(self) -> str:
+        """The stem of its GGUF files (exports, and the f16 judged through llama.cpp): the name embedded in them."""
+        return stem_of(self.base_model, self.id)
+
     def adapter_sha256(self) -> str | None:
         if self.checkpoint is None:
             return None
@@ -58,6 +64,12 @@ class Target:
             return self.checkpoint.sha256
         marker = Path(self.checkpoint.path) / "nightschool-checkpoint.json"
         return sha256_file(marker) if marker.is_file() else None
+
+
+def stem_of(base_model: str, checkpoint_id: int | None) -> str:
+    """Export file names: <base model>-ck<ID>, or <base model>-base."""
+    base = re.sub(r"[^a-z0-9]+", "-", Path(base_model).name.lower()).strip("-") or "model"
+    return f"{base}-ck{checkpoint_id}" if checkpoint_id else f"{base}-base"
 
 
 def _target_of(store: Store, row: CheckpointRow) -> Target:

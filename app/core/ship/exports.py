@@ -3,7 +3,6 @@ with the same checkpoint and quantizations instead of redoing it."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import threading
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from sqlalchemy import select
 from app.core.base import paths, protocol as P
 from app.core.base.schema import ExportRow
 from app.core.base.store import Store
-from app.core.judge.records import Target
+from app.core.judge.records import Target, stem_of  # noqa: F401  (stem_of: the Ship tab names files)
 from app.core.ship.config import QUANTS, ExportConfig
 from app.core.ship.errors import ShipError
 from app.core.workers import WorkerRun
@@ -60,13 +59,7 @@ class Export:
 
 
 def file_stem(target: Target) -> str:
-    return stem_of(target.base_model, target.id)
-
-
-def stem_of(base_model: str, checkpoint_id: int | None) -> str:
-    """Export file names: <base model>-ck<ID>, or <base model>-base."""
-    base = re.sub(r"[^a-z0-9]+", "-", Path(base_model).name.lower()).strip("-") or "model"
-    return f"{base}-ck{checkpoint_id}" if checkpoint_id else f"{base}-base"
+    return target.file_stem
 
 
 def config_for(target: Target, quants: list[str] | None = None, lora: bool = True) -> ExportConfig:

@@ -1,7 +1,8 @@
 """Two evaluators, one verdict: a checkpoint of the tiny model judged against its base through transformers (the
 reference) and through llama.cpp (the model converted to an f16 GGUF by the worker, as a CPU cycle judges) gives the
 same gate verdict, the same next-action outcomes nearly everywhere and the same loss; each evaluator's result is
-cached apart."""
+cached apart. The f16 GGUF the llama.cpp evaluation converted is kept: a later evaluation of the same model and its
+export use it instead of merging and converting again (engine/workers/gguf_cache.py)."""
 from __future__ import annotations
 
 import pytest
@@ -50,6 +51,39 @@ def test_transformers_and_llamacpp_give_the_same_verdict(store, manager, shippab
     assert losses["transformers"].keys() == losses["llama.cpp"].keys()
     assert len(evals_of(store, target)) == 2  # one cached evaluation per evaluator
     assert evaluator_for("transformers") == "transformers" and evaluator_for("llama.cpp") == "llama.cpp"
+    converted_once(store, target, tmp_path)
+
+
+def converted_once(store, target, tmp_path):
+    """The candidate's and the base's f16 GGUFs are in the cache: a second held-out set is judged from them, and the
+    export quantizes the candidate's file (named as its export) instead of merging and converting it again."""
+    import llama_cpp
+
+    from app.core.base import paths
+    from app.core.judge.evaluate import choose_set, evaluate
+    from app.core.ship.exports import export
+
+    assert len(list(paths.gguf_cache_dir().glob("*.f16.gguf"))) == 2
+    logs = []
+
+    def sink(env):
+        if hasattr(env.body, "message"):
+            logs.append(env.body.message)
+
+    other = write_jsonl(tmp_path / "heldout-2.jsonl", heldout_records()[:-1])
+    settings = EvalSettings(max_contexts=8, max_new_tokens=16, evaluator="llama.cpp")
+    evaluate(store, target, choose_set(store, target, file=str(other)), settings, sink)
+    assert any("comes from the cache" in m for m in logs) and not any("merging" in m for m in logs), logs
+    logs.clear()
+    made = export(store, target, quants=["q8_0"], lora=False, sink=sink)
+    assert any("its llama.cpp evaluation converted is quantized" in m for m in logs), logs
+    assert not any("merging" in m for m in logs), logs
+    llm = llama_cpp.Llama(str(made.path("q8_0")), vocab_only=True, verbose=False)
+    try:
+        assert llm.metadata["general.name"] == target.file_stem
+    finally:
+        llm.close()
+    assert len(list(paths.gguf_cache_dir().glob("*.f16.gguf"))) == 2  # the export took nothing from the cache
 
 
 def evals_of_row(store, eval_id):
