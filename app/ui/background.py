@@ -80,17 +80,28 @@ class PolledController(BackgroundController):
     """A controller that re-reads its state on a thread: one read at a time (a request meanwhile reads once more after
     it), a failed read said once in the banner (the next read tries again), `reads` counting the good ones. Subclasses
     give `_reader` (on the GUI thread: the call to run on the worker) and `_apply` (its result, on the GUI thread),
-    and a `changed` signal."""
+    and a `changed` signal. `start()` reads now and every `refresh_ms`; `stop()` ends the reads."""
 
     READS = "The state"  # what could not be read, in the banner's words
     THREAD = "read"
 
-    def __init__(self) -> None:
+    def __init__(self, refresh_ms: int) -> None:
         super().__init__()
         self.reads = 0
         self.read_error = ""
         self._reading = False
         self._again = False
+        self._timer = QTimer(self)
+        self._timer.setInterval(refresh_ms)
+        self._timer.timeout.connect(self.refresh)
+
+    def start(self) -> None:
+        self._timer.start()
+        self.refresh()
+
+    def stop(self) -> None:
+        self._closed = True
+        self._timer.stop()
 
     def _reader(self) -> Callable[[], object]:
         raise NotImplementedError

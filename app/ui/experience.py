@@ -10,7 +10,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Signal
 
 from app.core.base.errors import Explained
 from app.core.base.store import Store
@@ -63,7 +63,7 @@ class ExperienceController(PolledController):
     correcting_changed = Signal(bool)
 
     def __init__(self, store: Store, refresh_ms: int = REFRESH_MS) -> None:
-        super().__init__()
+        super().__init__(refresh_ms)
         self.store = store
         self.snapshot: Snapshot | None = None
         self.key_place = ""  # read once, then after each change (a keyring can ask to be unlocked: not polled)
@@ -71,9 +71,6 @@ class ExperienceController(PolledController):
         self.last_run = ""
         self._want_key = False
         self._commands = ThreadPoolExecutor(max_workers=1, thread_name_prefix="experience-cmd")
-        self._timer = QTimer(self)
-        self._timer.setInterval(refresh_ms)
-        self._timer.timeout.connect(self.refresh)
 
     # --- lifecycle -------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -81,8 +78,7 @@ class ExperienceController(PolledController):
         self.refresh(with_key=True)
 
     def stop(self) -> None:
-        self._closed = True
-        self._timer.stop()
+        super().stop()
         self._commands.shutdown(wait=False, cancel_futures=True)
 
     # --- reading ---------------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ class SchoolController(PolledController):
     notice = Signal(object)  # a NOTIFY event
 
     def __init__(self, store: Store, link=None, refresh_ms: int = REFRESH_MS) -> None:
-        super().__init__()
+        super().__init__(refresh_ms)
         self.school = School(store)
         self.link = link
         self.status: dict[str, Any] | None = None
@@ -47,9 +47,6 @@ class SchoolController(PolledController):
         self._tickets = itertools.count()
         self._serving = 0  # the ticket whose command may run now
         self._turn = threading.Condition()
-        self._timer = QTimer(self)
-        self._timer.setInterval(refresh_ms)
-        self._timer.timeout.connect(self.refresh)
         self._soon = QTimer(self)
         self._soon.setSingleShot(True)
         self._soon.setInterval(SOON_MS)
@@ -68,13 +65,8 @@ class SchoolController(PolledController):
         return self.team is not None and self.team.member
 
     # --- lifecycle -------------------------------------------------------------------------------------
-    def start(self) -> None:
-        self._timer.start()
-        self.refresh()
-
     def stop(self) -> None:
-        self._closed = True
-        self._timer.stop()
+        super().stop()
         self._soon.stop()
 
     # --- reading ---------------------------------------------------------------------------------------

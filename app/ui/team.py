@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Signal
 
 from app.core.base import settings
 from app.core.base.store import Store
@@ -89,23 +89,12 @@ class TeamReader(PolledController):
     changed = Signal()
 
     def __init__(self, refresh_ms: int = REFRESH_MS, read: Callable[[], TeamView] = read_team) -> None:
-        super().__init__()
+        super().__init__(refresh_ms)
         self.view = TeamView()
         self.offline_since: float | None = None
         self.last_status: dict | None = None  # the last status the server gave (shown, dated, while it is offline)
         self.last_read_at: float | None = None
         self._read = read
-        self._timer = QTimer(self)
-        self._timer.setInterval(refresh_ms)
-        self._timer.timeout.connect(self.refresh)
-
-    def start(self) -> None:
-        self._timer.start()
-        self.refresh()
-
-    def stop(self) -> None:
-        self._closed = True
-        self._timer.stop()
 
     @property
     def member(self) -> bool:
