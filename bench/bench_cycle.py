@@ -2,7 +2,11 @@
 judge → export → deploy) minus the time of the optimizer steps themselves, as a share of the cycle; and where the
 rest goes, stage by stage. Tiny shippable model by default; `--model default` runs the embedded SmolLM2.
 
-    .venv/bin/python -m bench.bench_cycle [--model tiny|default] [--sessions 20] [--steps 20]"""
+    .venv/bin/python -m bench.bench_cycle [--model tiny|default] [--sessions 20] [--steps 20] [--cycles 1]
+
+With --cycles N, N batches of new sessions arrive one after the other, each starting a cycle: from the second on, the
+judging stage shows what a nightly cycle costs (each evaluation's seconds, reused or run: the base's evaluation and the
+f16 GGUFs of models judged before are kept)."""
 from __future__ import annotations
 
 import argparse
@@ -19,6 +23,7 @@ def main() -> None:
     parser.add_argument("--model", default="tiny", help="tiny (a shippable 64-wide model, built first) or default")
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--cycles", type=int, default=1, help="batches of --sessions new sessions, one cycle each")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["NIGHTSCHOOL_HOME"] = str(Path(tmp) / "home")
@@ -55,7 +60,6 @@ def run(args, tmp: Path) -> None:
     from app.core.base import paths
     from app.core.judge.gate import Thresholds
     from app.core.judge.records import set_thresholds
-    from app.core.runtime.school import cycles
     from app.core.runtime.school.facade import School
     from app.core.runtime.supervisor import Runtime
     from app.core.ship import serving
@@ -80,17 +84,28 @@ def run(args, tmp: Path) -> None:
     done = threading.Event()
     runtime.bus.subscribe(lambda e: done.set() if e["type"] in ("cycle.done", "cycle.refused", "cycle.failed")
                           else None)
-    started = time.monotonic()
-    for i in range(args.sessions):
-        write_session(root, i, error_first=(i % 5 == 0))
-    done.wait(7200)
-    wall = time.monotonic() - started
-    runtime.stop()
-    serving.stop()  # the deployed student was served for the cycle; the bench leaves nothing running
+    try:
+        for n in range(args.cycles):
+            done.clear()
+            started = time.monotonic()
+            for i in range(n * args.sessions, (n + 1) * args.sessions):
+                write_session(root, i, error_first=(i % 5 == 0))
+            done.wait(7200)
+            _report(school, model, load, time.monotonic() - started)
+    finally:
+        runtime.stop()
+        serving.stop()  # the deployed student was served for the cycle; the bench leaves nothing running
+
+
+def _report(school, model: str, load, wall: float) -> None:
+    from app.core.base import paths
+    from app.core.runtime.school import cycles
+    from app.core.runtime.school.report_card import report_card
+
     cycle = cycles.history(school.store, 1)[0]
     train_s, steps = _train_seconds(paths.runs_dir() / cycle.outputs["training"]["job"])
     print(f"\nmodel {model}: cycle {cycle.id} {cycle.state} ({cycle.reason or 'ok'}); load before "
-          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, after {os.getloadavg()[0]:.2f} (2 cores)")
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, now {os.getloadavg()[0]:.2f} (2 cores)")
     print(f"{'stage':12} {'seconds':>9} {'share':>7}")
     staged = 0.0
     for stage, t in cycle.times.items():
@@ -99,7 +114,11 @@ def run(args, tmp: Path) -> None:
         print(f"{stage:12} {seconds:9.1f} {seconds / wall:7.1%}")
     print(f"{'capture+wait':12} {wall - staged:9.1f} {(wall - staged) / wall:7.1%}   (first session written → "
           "cycle started, and after the last stage)")
-    print(f"\nwall {wall:.1f} s; optimizer steps {train_s:.1f} s ({steps} steps); "
+    card = report_card(school.store, cycle)
+    evaluations = card.get("evaluations") or {}
+    print("judging: " + ", ".join(f"{name} {e.get('seconds')} s ({'reused' if e.get('reused') else 'run'})"
+                                  for name, e in evaluations.items()) + f"; judged by {card.get('judged_by')}")
+    print(f"wall {wall:.1f} s; optimizer steps {train_s:.1f} s ({steps} steps); "
           f"overhead {wall - train_s:.1f} s = {(wall - train_s) / wall:.1%} of the cycle (goal < 10 %)")
 
 
