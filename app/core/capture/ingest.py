@@ -14,6 +14,7 @@ with more messages is kept; the other's lines are counted as skipped (status `co
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import threading
 import time
@@ -33,6 +34,7 @@ from app.core.capture.gemini import parse_gemini
 from app.core.capture.session import Session
 from app.core.scrub.scrubber import Scrubber
 from app.core.capture.sources import CaptureConfig
+from app.core.datafiles.lines import Reading
 
 IDLE_FINAL_S = 120.0  # a file unchanged this long is finished: a last line without newline is taken
 MAX_EXCERPT = 64 * 1024  # quarantined line text kept (scrubbed)
@@ -40,6 +42,8 @@ PARSERS = {"claude-code": parse_claude_with_subagents, "codex": parse_codex, "ge
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 BATCH_FILES = 100  # ingest_many writes the sessions of up to this many files in one transaction...
 BATCH_BYTES = 16 * 1024**2  # ...or fewer, once they read this many bytes (a bound on what a batch holds)
+SCRUB_CHARS = 4 * 1024**2  # text scrubbed per pass (see scrub)
+INSERT_ROWS = 2000  # message rows per executemany
 COPY = "a copy of a session already stored from a fuller file: its lines are counted as skipped"
 
 
@@ -81,9 +85,11 @@ class Ingestor:
 
     batch_files, batch_bytes = BATCH_FILES, BATCH_BYTES  # ingest_many's transactions (an instance may set others)
 
-    def __init__(self, store: Store, config: CaptureConfig | None = None, scrubber: Scrubber | None = None) -> None:
+    def __init__(self, store: Store, config: CaptureConfig | None = None, scrubber: Scrubber | None = None,
+                 reading: Reading | None = None) -> None:
         self.store, self.config = store, config or CaptureConfig()
         self.scrubber = scrubber or Scrubber()
+        self.reading = reading  # told (file, bytes read, its size) while a file is read: a big file's progress
         self._lock = threading.Lock()
 
     def ingest(self, path: str | Path, origin: str = "watch", agent: str | None = None,
@@ -158,7 +164,7 @@ class Ingestor:
     def _prepare(self, path: Path, plan: tuple[Path, str, bool], origin: str) -> Prepared | IngestResult:
         main, agent, final = plan
         try:
-            return prepare(main, agent, final, self.config, self.scrubber)
+            return prepare(main, agent, final, self.config, self.scrubber, self.reading)
         except OSError as exc:
             return self.fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
 
@@ -225,11 +231,11 @@ class Ingestor:
             moved = _release_copies(conn, sid, counts) if held is not None else 0
             conn.execute(delete(AgentSession).where((AgentSession.id == sid) | (AgentSession.parent_id == sid)))
         if session is not None:
-            sessions, messages = rows.session_rows(sid, session)
+            sessions, messages = rows.session_records(sid, session)
             sessions[0]["secrets_scrubbed"] = secrets
             conn.execute(insert(AgentSession), sessions)
-            if messages:
-                conn.execute(insert(MessageRow), messages)
+            while chunk := list(itertools.islice(messages, INSERT_ROWS)):  # a huge session's rows: a chunk at a time
+                conn.execute(insert(MessageRow), chunk)
             result.sessions = [s["id"] for s in sessions]
         deltas = {f: _delta(c, previous.get(str(f)), session is None) for f, c in counts.items()}
         for name in ("lines_in", "stored", "quarantined", "skipped"):
@@ -302,15 +308,39 @@ class Prepared:
         return sum(c.offset for c in self.counts.values())
 
 
-def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber: Scrubber) -> Prepared:
-    session = PARSERS[agent](main, final=final)
+def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber: Scrubber,
+            reading: Reading | None = None) -> Prepared:
+    session = PARSERS[agent](main, final=final, progress=reading)
     counts = {f: _counts(agent, s) for f, s in _group_files(main, session).items()}
     keep = config.keeps(session.project, session.cwd)
     before = scrubber.report.total
     if keep:
-        scrubber.session(session)
+        scrub(scrubber, session)
     return Prepared(main, agent, session if keep else None, counts, scrubber.report.total - before,
                     own_id(main, session.session_id))
+
+
+def scrub(scrubber: Scrubber, session: Session, chars: int = SCRUB_CHARS) -> None:
+    """scrubber.session() over messages of about `chars` of text at a time: it scrubs the texts it is given as one
+    joined string, which for a huge session whole costs several times its text; the result is the same."""
+    branches, subagents = [session.messages, *session.abandoned], session.subagents
+    session.messages, session.abandoned, session.subagents = [], [], []
+    try:
+        scrubber.session(session)  # its own fields
+    finally:
+        session.messages, session.abandoned, session.subagents = branches[0], branches[1:], subagents
+    for branch in branches:
+        start = 0
+        while start < len(branch):
+            end, size = start, 0
+            while end < len(branch) and (end == start or size < chars):
+                size += sum(len(p.text) for p in branch[end].parts)
+                end += 1
+            piece = Session(session.agent, session.session_id, "", messages=branch[start:end])
+            branch[start:end] = scrubber.session(piece).messages
+            start = end
+    for sub in subagents:
+        scrub(scrubber, sub, chars)
 
 
 # --- helpers -----------------------------------------------------------------------------------------
