@@ -3,6 +3,7 @@ same run (with the machine's load), on a generated Claude Code corpus and on the
 to the same size; and the append-to-visible latency of the watcher.
 
     .venv/bin/python -m bench.bench_ingest [--mb 200] [--real-mb 200] [--appends 20] [--fixtures DIR ...]
+        [--big-mb 50,100,200]   # also: one big generated file each, ingested in a fresh process: its peak RSS
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import random
 import re
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -32,12 +35,14 @@ def _code(rng: random.Random, lines: int) -> str:
                      for i in range(lines))
 
 
-def session_lines(rng: random.Random, sid: str, turns: int) -> list[str]:
-    """A realistic session: requests, split assistant lines (thinking + tool_use), tool results of varied size."""
-    out, parent = [], None
+def session_lines(rng: random.Random, sid: str, turns: int, first_turn: int = 0,
+                  parent: str | None = None) -> list[str]:
+    """A realistic session: requests, split assistant lines (thinking + tool_use), tool results of varied size
+    (first_turn, parent: go on with a session already written, for one big file written in pieces)."""
+    out = []
     base = {"sessionId": sid, "cwd": "/home/dev/work/project-" + sid[:4], "gitBranch": "main", "version": "2.1.3",
             "userType": "external", "isSidechain": False}
-    for t in range(turns):
+    for t in range(first_turn, first_turn + turns):
         uid = f"{sid}-u{t}"
         out.append({**base, "type": "user", "uuid": uid, "parentUuid": parent, "timestamp": f"2026-11-{1 + t % 20:02d}T10:00:00.000Z",
                     "message": {"role": "user", "content": _prose(rng, rng.randint(8, 60))}})
@@ -80,6 +85,17 @@ def generate(root: Path, megabytes: int, seed: int = 7) -> tuple[list[Path], int
         total += len(data.encode())
         n += 1
     return files, total
+
+
+def big_file(path: Path, megabytes: int, seed: int = 11) -> int:
+    """One Claude Code session file of about `megabytes` (written in pieces, one chain); its size in bytes."""
+    rng, sid, turn, parent = random.Random(seed), "0b16f11e-0000-4000-8000-000000000001", 0, None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        while fh.tell() < megabytes * 1024**2:
+            fh.write("\n".join(session_lines(rng, sid, 20, turn, parent)) + "\n")
+            turn, parent = turn + 20, f"{sid}-a{turn + 19}"
+    return path.stat().st_size
 
 
 FIXTURES = [Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / name
@@ -134,6 +150,53 @@ def ours(files: list[Path], root: Path, db: Path, agent: str | None = "claude-co
     elapsed = time.perf_counter() - started
     store.close()
     return elapsed, lines
+
+
+PEAK_CHILD = """
+import json, os, resource, sys, time
+from pathlib import Path
+from app.core.base.store import Store
+from app.core.capture.ingest import Ingestor
+from app.core.capture.sources import CaptureConfig
+from app.core.scrub.scrubber import Scrubber
+path, db = Path(sys.argv[1]), Path(sys.argv[2])
+scrubber = Scrubber()
+scrubber.text("warm up: the rules are compiled before the baseline ~/x sk-ant-api03-" + "x" * 90)
+ingestor = Ingestor(Store(db), CaptureConfig(roots={"claude-code": [str(path.parent)]}), scrubber)
+kib = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+statm = Path("/proc/self/statm")  # the resident size now (Linux); elsewhere the peak so far stands in for it
+now = lambda: int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024 if statm.exists() else kib()
+base, started = now(), time.perf_counter()
+r = ingestor.ingest_many([path], origin="import", final=True)[0]
+print(json.dumps(dict(base_kib=base, peak_kib=kib(), seconds=time.perf_counter() - started, status=r.status,
+                      lines_in=r.lines_in, stored=r.stored, quarantined=r.quarantined, skipped=r.skipped,
+                      balanced=r.balanced)))
+"""
+
+
+def peak_rss(path: Path, db: Path) -> dict:
+    """Ingest one file in a fresh interpreter: its RSS before (KiB, after the imports and the store's opening) and
+    its peak (ru_maxrss), time and counts."""
+    done = subprocess.run([sys.executable, "-c", PEAK_CHILD, str(path), str(db)], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], check=False)
+    if done.returncode:
+        raise SystemExit(f"the ingest of {path} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def big_files(tmp: Path, sizes: list[int]) -> None:
+    """Peak RSS of ingesting one generated Claude Code file of each size (MB), each in a fresh process."""
+    for mb in sizes:
+        path = tmp / "big" / f"{mb}mb" / "0b16f11e-0000-4000-8000-000000000001.jsonl"
+        size = big_file(path, mb)
+        got = peak_rss(path, tmp / f"big-{mb}.db")
+        grown = (got["peak_kib"] - got["base_kib"]) / 1024
+        print(f"one file of {size / 1024**2:.0f} MB: peak RSS {got['peak_kib'] / 1024:.0f} MiB (before the ingest "
+              f"{got['base_kib'] / 1024:.0f} MiB, grown {grown:.0f} MiB = {grown / (size / 1024**2):.2f}x the file), "
+              f"{got['seconds']:.1f} s, {got['lines_in']} lines = {got['stored']} stored + {got['quarantined']} "
+              f"quarantined + {got['skipped']} skipped ({'balanced' if got['balanced'] else 'NOT balanced'})"
+              f"   load average {load()}")
+        shutil.rmtree(path.parent)
 
 
 def latency(tmp: Path, appends: int, lines_before: int) -> list[float]:
@@ -192,6 +255,7 @@ def main() -> None:
     parser.add_argument("--real-mb", type=int, default=200, help="real fixtures repeated to this size (0: skip)")
     parser.add_argument("--fixtures", type=Path, nargs="*", default=FIXTURES)
     parser.add_argument("--appends", type=int, default=20)
+    parser.add_argument("--big-mb", default="", help="one big file of each size (MB, comma-separated): peak RSS")
     args = parser.parse_args()
     print(f"load average at start: {load()}")
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -206,6 +270,8 @@ def main() -> None:
             files, size = real_corpus(root, args.real_mb, args.fixtures)
             compare("real-world fixtures, repeated", files, size, root, tmp / "real.db", None)
             shutil.rmtree(root)
+        if args.big_mb:
+            big_files(tmp, [int(x) for x in args.big_mb.split(",")])
         for before in (100, 5000):
             got = latency(tmp, args.appends, before)
             if got:

@@ -36,6 +36,37 @@ def _progress(bar):
     return step
 
 
+BIG_BYTES = 16 * 1024**2  # a file this big shows its own bar of bytes read while it is read
+
+
+class _Reading:
+    """A bytes bar under the files' bar while a big file is read (a single huge transcript shows its progress too;
+    the files' bar hides below two files): the ingestor's `reading` hook."""
+
+    def __init__(self) -> None:
+        self.bar, self.path = None, None
+
+    def __call__(self, path: Path, done: int, size: int) -> None:
+        from tqdm import tqdm
+
+        if size < BIG_BYTES:
+            return
+        if path != self.path:
+            self.close()
+            self.bar = tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024, desc=f"reading {path.name[-40:]}",
+                            leave=False, dynamic_ncols=True)
+            self.path = path
+        self.bar.total = max(size, done)
+        self.bar.update(done - self.bar.n)
+        if done >= size:  # read: scrubbing and storing follow
+            self.bar.set_description(f"storing {path.name[-40:]}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self.bar, self.path = None, None
+
+
 def _sources(ingestor) -> list[dict]:
     """Each capture source as the running runtime's watcher has it (read through its status channel); without a
     runtime that watches, a root that exists is "not running" (this command watches nothing itself)."""
@@ -87,8 +118,10 @@ def cmd_scan(_args) -> int:
 
     ingestor = _ingestor()
     started = time.monotonic()
+    ingestor.reading = reading = _Reading()
     with _bar(len(session_files(ingestor.config)), "scanning") as bar:
         results = CaptureService(ingestor).scan(progress=_progress(bar))
+    reading.close()
     _print_results(results, time.monotonic() - started)
     return 0
 
@@ -102,8 +135,10 @@ def cmd_import(args) -> int:
         return 2
     ingestor = _ingestor()
     started = time.monotonic()
+    ingestor.reading = reading = _Reading()
     with _bar(len(expand(args.paths)), "importing") as bar:
         report = import_paths(ingestor, args.paths, origin="import", progress=_progress(bar))
+    reading.close()
     _print_results(report.transcripts, time.monotonic() - started, unchanged=report.unchanged)
     for check in report.datasets:
         verdict = f"accepted as {check.spec}" if check.accepted else "refused"

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.capture.session import Message, Part, Session
-from app.core.datafiles.lines import read_jsonl
+from app.core.datafiles.lines import Reading, stream_jsonl
 
 SPAWN_TOOLS = {"Task", "Agent"}  # tool calls that start a sub-agent
 SYNTHETIC_MODEL = "<synthetic>"  # Claude Code's placeholder replies (API errors, interruptions)
@@ -34,12 +34,12 @@ class _Parse:
     hints: dict[str, str] = field(default_factory=dict)  # agentId -> call_id of the call that spawned it
 
 
-def parse_claude(path: str | Path, final: bool = False) -> Session:
+def parse_claude(path: str | Path, final: bool = False, progress: Reading | None = None) -> Session:
     """One session file: the branch that reached the end, abandoned branches, inline sub-agents, balanced counts."""
-    return _parse(Path(path), final).session
+    return _parse(Path(path), final, progress).session
 
 
-def parse_claude_with_subagents(path: str | Path, final: bool = False) -> Session:
+def parse_claude_with_subagents(path: str | Path, final: bool = False, progress: Reading | None = None) -> Session:
     """parse_claude plus sub-agent files: `agent-<id>.jsonl` beside it with its sessionId, `<sessionId>/subagents/`.
 
     Not read: agent-acompact-* (internal compactions), .meta.json. spawned_by, strongest first: toolUseResult.agentId
@@ -47,22 +47,25 @@ def parse_claude_with_subagents(path: str | Path, final: bool = False) -> Sessio
     else the Task/Agent call whose input["prompt"] is the sub-agent's first user message; else None.
     """
     path = Path(path)
-    state = _parse(path, final)
+    state = _parse(path, final, progress)
     session = state.session
     for file in subagent_files(path, session.session_id):
-        sub = parse_claude(file, final)
+        sub = parse_claude(file, final, progress)
         if sub.session_id not in {s.session_id for s in session.subagents}:
             session.subagents.append(sub)
     _link(session, state.hints)
     return session
 
 
-def _parse(path: Path, final: bool = False) -> _Parse:
-    result = read_jsonl(path, final=final)
-    state = _Parse(Session(agent="claude-code", session_id=path.stem, source_path=str(path), lines=result.lines,
-                           blank=result.blank, problems=list(result.problems), end_offset=result.end_offset))
-    for record in result.records:
+def _parse(path: Path, final: bool = False, progress: Reading | None = None) -> _Parse:
+    """Each record becomes a node as it is read (its JSON is not kept), then the chains are resolved."""
+    stream = stream_jsonl(path, final=final, progress=progress)
+    state = _Parse(Session(agent="claude-code", session_id=path.stem, source_path=str(path)))
+    for record in stream:
         _take(state, record.line, record.data)
+    session = state.session
+    session.lines, session.blank, session.end_offset = stream.lines, stream.blank, stream.end_offset
+    session.problems = stream.problems + session.problems  # the reader's first, as they were
     _finish(state, path)
     return state
 

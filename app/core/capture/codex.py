@@ -5,9 +5,9 @@ import json
 import re
 from collections import Counter
 from pathlib import Path, PurePath
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
-from app.core.datafiles.lines import Record, read_jsonl
+from app.core.datafiles.lines import Reading, Record, stream_jsonl
 
 from app.core.capture.session import Message, Part, Session
 
@@ -24,19 +24,32 @@ USAGE_KEYS = {"input_tokens": "input_tokens", "output_tokens": "output_tokens",
 EXIT_CODE = re.compile(r"\s*Exit code: (-?\d+)")
 ERROR_TEXT = re.compile(r"\s*(exec command rejected|patch rejected|aborted|failed to parse function arguments"
                         r"|unsupported call|error:)", re.IGNORECASE)
+HOLD_BYTES = 32 * 1024**2  # a rollout up to this size is read once, its records held; a bigger one is read twice
 UUID_TAIL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 
 
-def parse_codex(path: str | Path, final: bool = False) -> Session:
-    """Read one rollout; unknown record types are counted in session.skipped, unusable lines kept in problems."""
-    result = read_jsonl(path, final=final)
-    match = UUID_TAIL.search(PurePath(path).stem)
-    session = Session(agent="codex", session_id=match.group(0) if match else PurePath(path).stem,
-                      source_path=str(path), lines=result.lines, problems=list(result.problems),
-                      blank=result.blank, end_offset=result.end_offset)
-    rollout = _Rollout(session, result.records)
-    for record in result.records:
+def parse_codex(path: str | Path, final: bool = False, progress: Reading | None = None) -> Session:
+    """Read one rollout; unknown record types are counted in session.skipped, unusable lines kept in problems.
+
+    Which events echo a response item is known only from the whole file: a rollout over HOLD_BYTES is read twice
+    (the echoes, then the replay up to where the first pass stopped), so none of its records is held."""
+    path = Path(path)
+    match = UUID_TAIL.search(path.stem)
+    session = Session(agent="codex", session_id=match.group(0) if match else path.stem, source_path=str(path))
+    stream = stream_jsonl(path, final=final, progress=progress)
+    records: Iterable[Record] = stream
+    if path.stat().st_size <= HOLD_BYTES:
+        records = list(stream)
+        echoes = Counter(_echo_keys(records))
+    else:
+        first = stream_jsonl(path, final=final)
+        echoes = Counter(_echo_keys(first))
+        stream.until = first.end_offset
+    rollout = _Rollout(session, echoes)
+    for record in records:
         rollout.record(record.line, record.data)
+    session.lines, session.blank, session.end_offset = stream.lines, stream.blank, stream.end_offset
+    session.problems = stream.problems + session.problems  # the reader's first, as they were
     rollout.finish()
     return session
 
@@ -44,13 +57,13 @@ def parse_codex(path: str | Path, final: bool = False) -> Session:
 class _Rollout:
     """Replays the records in order, merging the items of one model response into one assistant message."""
 
-    def __init__(self, session: Session, records: list[Record]):
+    def __init__(self, session: Session, echoes: Counter):
         self.s = session
         self.model: str | None = None
         self.open: Message | None = None  # the assistant message the current response adds to
         self.last_assistant: Message | None = None
         self.calls: dict[str, str | None] = {}  # call_id -> tool name
-        self.echoes = Counter(_echo_keys(records))  # texts the response items carry
+        self.echoes = echoes  # texts the response items carry
         self.total: dict[str, int] = {}  # the last total_token_usage seen
         self.pending: Counter = Counter()  # usage reported before any assistant message
         self.meta_seen = False
@@ -207,7 +220,7 @@ HANDLERS = {"session_meta": _Rollout.session_meta, "turn_context": _Rollout.turn
             "compacted": _Rollout.compacted, "response_item": _Rollout.response_item, "event_msg": _Rollout.event_msg}
 
 
-def _echo_keys(records: list[Record]) -> Iterator[tuple[str, str, str]]:
+def _echo_keys(records: Iterable[Record]) -> Iterator[tuple[str, str, str]]:
     """(role, kind, text) of every text a response item carries."""
     for record in records:
         data = record.data if isinstance(record.data, dict) else {}

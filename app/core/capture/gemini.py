@@ -5,7 +5,7 @@ import json
 from pathlib import Path, PurePath
 from typing import Any
 
-from app.core.datafiles.lines import ReadResult, Record, read_jsonl
+from app.core.datafiles.lines import Reading, ReadResult, Record, read_jsonl
 
 from app.core.capture.session import Message, Part, Session
 
@@ -17,9 +17,10 @@ TOKEN_KEYS = {"input": "input_tokens", "output": "output_tokens", "cached": "cac
 MAX_DOCUMENT_BYTES = 256 * 1024**2  # a single-document session larger than this is not loaded
 
 
-def parse_gemini(path: str | Path, final: bool = False) -> Session:
-    """Replay the recording: a repeated id replaces its record, $set updates metadata, $rewindTo truncates."""
-    result = _read(path, final)
+def parse_gemini(path: str | Path, final: bool = False, progress: Reading | None = None) -> Session:
+    """Replay the recording: a repeated id replaces its record, $set updates metadata, $rewindTo truncates (records
+    are held to the end: a later $set or $rewindTo may change any of them)."""
+    result = _read(path, final, progress)
     session = Session(agent="gemini", session_id=PurePath(path).stem, source_path=str(path),
                       lines=result.lines, problems=list(result.problems), blank=result.blank,
                       end_offset=result.end_offset)
@@ -30,9 +31,9 @@ def parse_gemini(path: str | Path, final: bool = False) -> Session:
     return session
 
 
-def _read(path: str | Path, final: bool = False) -> ReadResult:
+def _read(path: str | Path, final: bool = False, progress: Reading | None = None) -> ReadResult:
     """JSONL; or, when the first line is not JSON, the older format: one JSON document {sessionId, messages}."""
-    result = read_jsonl(path, final=final)
+    result = read_jsonl(path, final=final, progress=progress)
     if not result.problems or (result.records and result.records[0].line < result.problems[0][0]):
         return result
     if Path(path).stat().st_size > MAX_DOCUMENT_BYTES:

@@ -14,12 +14,13 @@ with more messages is kept; the other's lines are counted as skipped (status `co
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Callable
+from typing import Any, Callable
 
 from sqlalchemy import delete, insert, select
 
@@ -33,11 +34,16 @@ from app.core.capture.gemini import parse_gemini
 from app.core.capture.session import Session
 from app.core.scrub.scrubber import Scrubber
 from app.core.capture.sources import CaptureConfig
+from app.core.datafiles.lines import Reading
 
 IDLE_FINAL_S = 120.0  # a file unchanged this long is finished: a last line without newline is taken
 MAX_EXCERPT = 64 * 1024  # quarantined line text kept (scrubbed)
 PARSERS = {"claude-code": parse_claude_with_subagents, "codex": parse_codex, "gemini": parse_gemini}
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+BATCH_FILES = 100  # ingest_many writes the sessions of up to this many files in one transaction...
+BATCH_BYTES = 16 * 1024**2  # ...or fewer, once they read this many bytes (a bound on what a batch holds)
+SCRUB_CHARS = 4 * 1024**2  # text scrubbed per pass (see scrub)
+INSERT_ROWS = 2000  # message rows per executemany
 COPY = "a copy of a session already stored from a fuller file: its lines are counted as skipped"
 
 
@@ -77,9 +83,13 @@ class IngestResult:
 class Ingestor:
     """Thread-safe: one ingest at a time per process (SQLite serialises writers across processes)."""
 
-    def __init__(self, store: Store, config: CaptureConfig | None = None, scrubber: Scrubber | None = None) -> None:
+    batch_files, batch_bytes = BATCH_FILES, BATCH_BYTES  # ingest_many's transactions (an instance may set others)
+
+    def __init__(self, store: Store, config: CaptureConfig | None = None, scrubber: Scrubber | None = None,
+                 reading: Reading | None = None) -> None:
         self.store, self.config = store, config or CaptureConfig()
         self.scrubber = scrubber or Scrubber()
+        self.reading = reading  # told (file, bytes read, its size) while a file is read: a big file's progress
         self._lock = threading.Lock()
 
     def ingest(self, path: str | Path, origin: str = "watch", agent: str | None = None,
@@ -92,25 +102,51 @@ class Ingestor:
 
     def ingest_many(self, paths: list[Path], origin: str = "scan", final: bool | None = None,
                     progress: Callable[[int, int, Path], None] | None = None) -> list[IngestResult | None]:
-        """ingest() for many files (scans, imports), with progress; a session is read once even when several of
-        its files are listed."""
-        out: list[IngestResult | None] = []
+        """ingest() for many files (scans, imports), with progress: the sessions of up to BATCH_FILES files (or
+        BATCH_BYTES read) are written in one transaction; a session is read once even when several of its files are
+        listed. When a batch's transaction fails, each of its files is written alone, as ingest() would."""
+        files = [real_path(p) for p in paths]
+        out: list[IngestResult | None] = [None] * len(files)
         mains: set[Path] = set()
-        for index, path in enumerate(map(real_path, paths), 1):
-            with self._lock:
-                plan = self._plan(path, origin, final)
-                if isinstance(plan, tuple):
-                    main = plan[0]
-                    plan = None if main in mains else self._run(path, plan, origin)
-                    mains.add(main)
-            out.append(plan)
-            if progress:
-                progress(index, len(paths), path)
+        start = 0
+        while start < len(files):
+            with self._lock:  # held for one batch: the watcher's ingest() waits at most that long
+                start = self._batch(files, start, origin, final, mains, out, progress)
         return out
 
+    def _batch(self, files: list[Path], start: int, origin: str, final: bool | None, mains: set[Path],
+               out: list[IngestResult | None], progress: Callable[[int, int, Path], None] | None) -> int:
+        """Plan and prepare files from `start` until the batch is full, write them (also when preparing one raised:
+        nothing already read is lost), fill `out`; the index of the next file."""
+        chunk = files[start:start + self.batch_files]
+        known = self._file_rows(chunk)
+        pending: list[tuple[int, Path, Prepared]] = []
+        size = 0
+        try:
+            for index, path in enumerate(chunk, start):
+                plan = self._plan(path, origin, final, known=known)
+                if isinstance(plan, tuple):
+                    seen = plan[0] in mains
+                    mains.add(plan[0])
+                    plan = None if seen else self._prepare(path, plan, origin)
+                if isinstance(plan, Prepared):
+                    pending.append((index, path, plan))
+                    size += plan.size
+                else:
+                    out[index] = plan
+                if progress:
+                    progress(index + 1, len(files), path)
+                if size >= self.batch_bytes:
+                    return index + 1
+            return start + len(chunk)
+        finally:
+            self._write_batch(pending, origin, out)
+
     # --- steps -----------------------------------------------------------------------------------
-    def _plan(self, path: Path, origin: str, final: bool | None, agent: str | None = None):
-        """(main, agent, final) when the file needs reading, else what ingest() answers without reading it."""
+    def _plan(self, path: Path, origin: str, final: bool | None, agent: str | None = None,
+              known: dict[str, Any] | None = None):
+        """(main, agent, final) when the file needs reading, else what ingest() answers without reading it (known:
+        capture_files rows already read for a batch)."""
         agent = agent or self.config.agent_for(path) or detect_format(path)
         if agent not in PARSERS:
             return self._refuse(path, origin, "not a Claude Code, Codex CLI or Gemini CLI transcript")
@@ -120,59 +156,100 @@ class Ingestor:
         except OSError as exc:
             return self.fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
         final = (time.time() - stat.st_mtime > IDLE_FINAL_S) if final is None else final
-        if main is None or not _changed(self._file_rows([path]).get(str(path)), stat, final):
+        row = (known if known is not None else self._file_rows([path])).get(str(path))
+        if main is None or not _changed(row, stat, final):
             return None  # internal files (compaction agents) are not sessions; unchanged files need nothing
         return main, agent, final
 
-    def _run(self, path: Path, plan: tuple[Path, str, bool], origin: str) -> IngestResult:
+    def _prepare(self, path: Path, plan: tuple[Path, str, bool], origin: str) -> Prepared | IngestResult:
         main, agent, final = plan
         try:
-            return self._write(prepare(main, agent, final, self.config, self.scrubber), origin)
+            return prepare(main, agent, final, self.config, self.scrubber, self.reading)
         except OSError as exc:
             return self.fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
 
-    def _file_rows(self, files: list[Path]) -> dict[str, CaptureFile]:
-        with self.store.session() as db:
-            rows = db.scalars(select(CaptureFile).where(CaptureFile.path.in_([str(f) for f in files])))
-            return {r.path: r for r in rows}
+    def _run(self, path: Path, plan: tuple[Path, str, bool], origin: str) -> IngestResult:
+        ready = self._prepare(path, plan, origin)
+        return self._write_alone(path, ready, origin) if isinstance(ready, Prepared) else ready
 
-    def _write(self, ready: Prepared, origin: str) -> IngestResult:
+    def _file_rows(self, files: list[Path]) -> dict[str, Any]:
+        """capture_files rows by path (a look before reading; _write reads them again in its transaction)."""
+        table = CaptureFile.__table__
+        with self.store.engine.connect() as conn:
+            return {r.path: r for r in conn.execute(select(table).where(table.c.path.in_([str(f) for f in files])))}
+
+    def _write_batch(self, pending: list[tuple[int, Path, Prepared]], origin: str,
+                     out: list[IngestResult | None]) -> None:
+        """Prepared sessions in one transaction; if it fails, each alone (a failing file then fails by itself, the
+        others are stored; an error that is not about reading a file is raised after the others are written)."""
+        if not pending:
+            return
+        try:
+            with self.store.engine.begin() as conn:
+                done = [self._write(conn, ready, origin) for _, _, ready in pending]
+        except Exception:  # noqa: BLE001 - rolled back as a whole: written again one by one below
+            if len(pending) == 1:
+                index, path, ready = pending[0]
+                out[index] = self._write_alone(path, ready, origin)
+                return
+            first: Exception | None = None
+            for index, path, ready in pending:
+                try:
+                    out[index] = self._write_alone(path, ready, origin)
+                except Exception as exc:  # noqa: BLE001 - the others are written first, then it is raised
+                    first = first or exc
+            if first is not None:
+                raise first
+            return
+        for (index, _, _), result in zip(pending, done):
+            out[index] = result
+
+    def _write_alone(self, path: Path, ready: Prepared, origin: str) -> IngestResult:
+        """One prepared session in its own transaction; a file gone unreadable meanwhile is recorded as failed."""
+        try:
+            with self.store.engine.begin() as conn:
+                return self._write(conn, ready, origin)
+        except OSError as exc:
+            return self.fail(path, ready.agent, origin, f"could not read the file: {exc.strerror or exc}")
+
+    def _write(self, conn, ready: Prepared, origin: str) -> IngestResult:
+        """Store one prepared session inside the caller's transaction (capture_files are read in it: another
+        process may ingest concurrently)."""
         main, agent, session, counts, secrets = ready.main, ready.agent, ready.session, ready.counts, ready.secrets
         result = IngestResult(main, agent, origin, status="ok" if session else "excluded",
                               message="" if session else "kept out by a project rule")
-        with self.store.engine.begin() as conn:
-            previous = {r.path: r for r in conn.execute(  # read in the write transaction: another process may ingest
-                select(CaptureFile.__table__).where(CaptureFile.path.in_([str(f) for f in counts])))}
-            sid = _session_id(conn, agent, main, ready.native_id, previous.get(str(main)))
-            held = conn.execute(select(AgentSession.source_path, AgentSession.messages).where(
-                AgentSession.id == sid)).first()
-            moved = 0
-            if session is not None and held is not None and held.source_path != session.source_path \
-                    and held.messages > len(session.messages):  # an older copy: the fuller one stays
-                session, result.status, result.message = None, "copy", COPY
-            else:
-                moved = _release_copies(conn, sid, counts) if held is not None else 0
-                conn.execute(delete(AgentSession).where((AgentSession.id == sid) | (AgentSession.parent_id == sid)))
-            if session is not None:
-                sessions, messages = rows.session_rows(sid, session)
-                sessions[0]["secrets_scrubbed"] = secrets
-                conn.execute(insert(AgentSession), sessions)
-                if messages:
-                    conn.execute(insert(MessageRow), messages)
-                result.sessions = [s["id"] for s in sessions]
-            deltas = {f: _delta(c, previous.get(str(f)), session is None) for f, c in counts.items()}
-            for name in ("lines_in", "stored", "quarantined", "skipped"):
-                setattr(result, name, sum(getattr(d, name) for d in deltas.values()))
-            if moved:  # the copy this file replaced: its stored lines are skipped now
-                result.stored, result.skipped = result.stored - moved, result.skipped + moved
-            result.import_id = conn.execute(insert(ImportRow).values(
-                origin=origin, kind="transcript", agent=agent, path=self.scrubber.text(str(main)),
-                lines_in=result.lines_in, stored=result.stored, quarantined=result.quarantined,
-                skipped=result.skipped, status=result.status, message=result.message, created_at=utcnow(),
-            )).inserted_primary_key[0]
-            for file, c in counts.items():
-                self._quarantine(conn, result.import_id, file, deltas[file].new_problems)
-                self._save_file(conn, file, agent, sid, c, previous.get(str(file)), session is None)
+        previous = {r.path: r for r in conn.execute(
+            select(CaptureFile.__table__).where(CaptureFile.path.in_([str(f) for f in counts])))}
+        sid = _session_id(conn, agent, main, ready.native_id, previous.get(str(main)))
+        held = conn.execute(select(AgentSession.source_path, AgentSession.messages).where(
+            AgentSession.id == sid)).first()
+        moved = 0
+        if session is not None and held is not None and held.source_path != session.source_path \
+                and held.messages > len(session.messages):  # an older copy: the fuller one stays
+            session, result.status, result.message = None, "copy", COPY
+        else:
+            moved = _release_copies(conn, sid, counts) if held is not None else 0
+            conn.execute(delete(AgentSession).where((AgentSession.id == sid) | (AgentSession.parent_id == sid)))
+        if session is not None:
+            sessions, messages = rows.session_records(sid, session)
+            sessions[0]["secrets_scrubbed"] = secrets
+            conn.execute(insert(AgentSession), sessions)
+            while chunk := list(itertools.islice(messages, INSERT_ROWS)):  # a huge session's rows: a chunk at a time
+                conn.execute(insert(MessageRow), chunk)
+            result.sessions = [s["id"] for s in sessions]
+        deltas = {f: _delta(c, previous.get(str(f)), session is None) for f, c in counts.items()}
+        for name in ("lines_in", "stored", "quarantined", "skipped"):
+            setattr(result, name, sum(getattr(d, name) for d in deltas.values()))
+        if moved:  # the copy this file replaced: its stored lines are skipped now
+            result.stored, result.skipped = result.stored - moved, result.skipped + moved
+        result.import_id = conn.execute(insert(ImportRow).values(
+            origin=origin, kind="transcript", agent=agent, path=self.scrubber.text(str(main)),
+            lines_in=result.lines_in, stored=result.stored, quarantined=result.quarantined,
+            skipped=result.skipped, status=result.status, message=result.message, created_at=utcnow(),
+        )).inserted_primary_key[0]
+        for file, c in counts.items():
+            self._quarantine(conn, result.import_id, file, deltas[file].new_problems)
+            self._save_file(conn, file, agent, sid, c, previous.get(str(file)), session is None)
         return result
 
     def _quarantine(self, conn, import_id: int, file: Path, problems: list[tuple[int, str]]) -> None:
@@ -225,16 +302,45 @@ class Prepared:
     secrets: int
     native_id: str | None = None  # the agent's own session id, when the file is named by it
 
+    @property
+    def size(self) -> int:
+        """Bytes read for it (every file from its start)."""
+        return sum(c.offset for c in self.counts.values())
 
-def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber: Scrubber) -> Prepared:
-    session = PARSERS[agent](main, final=final)
+
+def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber: Scrubber,
+            reading: Reading | None = None) -> Prepared:
+    session = PARSERS[agent](main, final=final, progress=reading)
     counts = {f: _counts(agent, s) for f, s in _group_files(main, session).items()}
     keep = config.keeps(session.project, session.cwd)
     before = scrubber.report.total
     if keep:
-        scrubber.session(session)
+        scrub(scrubber, session)
     return Prepared(main, agent, session if keep else None, counts, scrubber.report.total - before,
                     own_id(main, session.session_id))
+
+
+def scrub(scrubber: Scrubber, session: Session, chars: int = SCRUB_CHARS) -> None:
+    """scrubber.session() over messages of about `chars` of text at a time: it scrubs the texts it is given as one
+    joined string, which for a huge session whole costs several times its text; the result is the same."""
+    branches, subagents = [session.messages, *session.abandoned], session.subagents
+    session.messages, session.abandoned, session.subagents = [], [], []
+    try:
+        scrubber.session(session)  # its own fields
+    finally:
+        session.messages, session.abandoned, session.subagents = branches[0], branches[1:], subagents
+    for branch in branches:
+        start = 0
+        while start < len(branch):
+            end, size = start, 0
+            while end < len(branch) and (end == start or size < chars):
+                size += sum(len(p.text) for p in branch[end].parts)
+                end += 1
+            piece = Session(session.agent, session.session_id, "", messages=branch[start:end])
+            branch[start:end] = scrubber.session(piece).messages
+            start = end
+    for sub in subagents:
+        scrub(scrubber, sub, chars)
 
 
 # --- helpers -----------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -17,10 +19,27 @@ TITLE_CHARS = 120
 
 def session_rows(sid: str, session: Session, parent: str | None = None) -> tuple[list[dict], list[dict]]:
     """The session and its sub-agents (each its own row, linked by parent_id and spawned_by), and their messages."""
+    sessions, messages = session_records(sid, session, parent)
+    return sessions, list(messages)
+
+
+def session_records(sid: str, session: Session, parent: str | None = None) -> tuple[list[dict], Iterator[dict]]:
+    """session_rows with the message rows made one at a time as they are taken (a huge session's rows are never
+    all in memory at once)."""
+    sessions, messages = [_session_row(sid, session, parent)], [_message_rows(sid, session)]
+    for sub in session.subagents:
+        sub_id = hashlib.sha1(f"{sid}\0{sub.session_id}".encode()).hexdigest()[:20]
+        more_sessions, more_messages = session_records(sub_id, sub, parent=sid)
+        sessions += more_sessions
+        messages.append(more_messages)
+    return sessions, itertools.chain.from_iterable(messages)
+
+
+def _session_row(sid: str, session: Session, parent: str | None) -> dict:
     sig = signals(session)
     usage = session.usage()
     tool_calls = sum(len(m.tool_calls()) for m in session.messages)
-    row = dict(
+    return dict(
         id=sid, agent=session.agent, native_id=session.session_id, parent_id=parent, spawned_by=session.spawned_by,
         source_path=session.source_path, project=session.project, cwd=session.cwd, git_branch=session.git_branch,
         agent_version=session.agent_version, model=session.model, started_at=session.started_at,
@@ -30,21 +49,12 @@ def session_rows(sid: str, session: Session, parent: str | None = None) -> tuple
         compactions=session.compactions, abandoned_branches=len(session.abandoned), outcome=sig.outcome,
         exploration=sig.exploration, signals_json=json.dumps(sig.as_dict()), secrets_scrubbed=0,
         title=_title(session), updated_at=utcnow())
-    sessions, messages = [row], _message_rows(sid, session)
-    for sub in session.subagents:
-        sub_id = hashlib.sha1(f"{sid}\0{sub.session_id}".encode()).hexdigest()[:20]
-        more_sessions, more_messages = session_rows(sub_id, sub, parent=sid)
-        sessions += more_sessions
-        messages += more_messages
-    return sessions, messages
 
 
-def _message_rows(sid: str, session: Session) -> list[dict]:
-    out = []
+def _message_rows(sid: str, session: Session) -> Iterator[dict]:
     for branch, msgs in enumerate([session.messages, *session.abandoned]):
         for seq, m in enumerate(msgs):
-            out.append(_message_row(sid, branch, seq, m))
-    return out
+            yield _message_row(sid, branch, seq, m)
 
 
 def _message_row(sid: str, branch: int, seq: int, m: Message) -> dict:

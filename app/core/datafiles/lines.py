@@ -1,9 +1,11 @@
 """The one JSONL line reader and its limits: bounded reads (an over-long line is skipped unread), byte offsets, CRLF,
-a BOM, invalid UTF-8, a half-written last line, bad JSON. Transcripts, training files and dropped files all use it."""
+a BOM, invalid UTF-8, a half-written last line, bad JSON; records streamed one at a time (stream_jsonl, with progress)
+or held (read_jsonl). Transcripts, training files and dropped files all use it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -14,7 +16,11 @@ MAX_FILE_BYTES = 2 * 1024**3  # a bigger file is refused unread
 MAX_LINE_BYTES = 64 * 1024**2  # a longer line is set aside with its size, never read into memory whole
 MAX_HEAD_BYTES = 32 * 1024**2  # format detection reads no further than this
 BINARY_SNIFF_BYTES = 8192  # a NUL byte in this much of the start: a binary file
+PROGRESS_BYTES = 4 * 1024**2  # a stream reports its progress this often
 BAD = object()  # a line that is not valid JSON on its own (or too long to parse)
+
+
+Reading = Callable[[Path, int, int], None]  # (file, bytes read, its size): a big file's progress
 
 
 @dataclass
@@ -104,44 +110,80 @@ class ReadResult:
     lines: int = 0  # complete lines consumed
 
 
-def read_jsonl(path: str | Path, start_offset: int = 0, first_line: int = 1, final: bool = False) -> ReadResult:
+def read_jsonl(path: str | Path, start_offset: int = 0, first_line: int = 1, final: bool = False,
+               progress: Reading | None = None) -> ReadResult:
     """Parse every complete line from start_offset; a last line without its newline is left for later.
 
     final: the file is finished (a one-shot import, or unchanged for a while), so a last line without a
-    newline is taken too.
+    newline is taken too. Every record is held in the result: stream_jsonl reads one at a time.
     """
-    out = ReadResult(end_offset=start_offset)
-    with Path(path).open("rb") as fh:
-        fh.seek(start_offset)
-        offset, number = start_offset, first_line
-        for line in raw_lines(fh):
-            if not line.complete and not final:
-                break  # being written: it waits for its newline
-            _parse_line(out, line, number, offset)
-            offset += line.size
-            number += 1
-            out.lines += 1
-        out.end_offset = offset
-    return out
+    stream = stream_jsonl(path, start_offset, first_line, final, progress)
+    records = list(stream)
+    return ReadResult(records, stream.problems, stream.blank, stream.end_offset, stream.lines)
 
 
-def _parse_line(out: ReadResult, line: Line, number: int, offset: int) -> None:
+def stream_jsonl(path: str | Path, start_offset: int = 0, first_line: int = 1, final: bool = False,
+                 progress: Reading | None = None, until: int | None = None) -> JsonlStream:
+    """read_jsonl's records one at a time (none held: a file of any size reads in the memory of one line);
+    `until`: stop at that byte offset (a second pass reads what the first one did)."""
+    return JsonlStream(Path(path), start_offset, first_line, final, progress, until)
+
+
+@dataclass
+class JsonlStream:
+    """Iterate once for the records; after it, problems, blank, lines and end_offset are read_jsonl's."""
+
+    path: Path
+    start_offset: int = 0
+    first_line: int = 1
+    final: bool = False
+    progress: Reading | None = None  # (file, bytes read, its size) every PROGRESS_BYTES and at the end
+    until: int | None = None
+    problems: list[tuple[int, str]] = field(default_factory=list)
+    blank: int = 0
+    lines: int = 0
+    end_offset: int = 0
+
+    def __iter__(self) -> Iterator[Record]:
+        self.end_offset = self.start_offset
+        with self.path.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(self.start_offset)
+            offset, number, report = self.start_offset, self.first_line, self.start_offset + PROGRESS_BYTES
+            for line in raw_lines(fh):
+                if (not line.complete and not self.final) or (self.until is not None and offset >= self.until):
+                    break  # being written: it waits for its newline
+                record = _parse_line(self, line, number, offset)
+                offset += line.size
+                number += 1
+                self.lines, self.end_offset = self.lines + 1, offset
+                if record is not None:
+                    yield record
+                if self.progress and offset >= report:
+                    self.progress(self.path, offset, size)
+                    report = offset + PROGRESS_BYTES
+        if self.progress:
+            self.progress(self.path, self.end_offset, max(size, self.end_offset))
+
+
+def _parse_line(out: ReadResult | JsonlStream, line: Line, number: int, offset: int) -> Record | None:
+    """The line's record, or None (a problem or a blank line, counted in `out`)."""
     if line.data is None:
         out.problems.append((number, too_long(line.size)))
-        return
+        return None
     body = line.data.rstrip(b"\r\n")
     if offset == 0 and body.startswith(b"\xef\xbb\xbf"):
         body = body[3:]  # a UTF-8 byte-order mark is not part of the first record
     if not body.strip():
         out.blank += 1
-        return
+        return None
     try:
-        out.records.append(Record(number, offset, orjson.loads(body)))  # ~3x json.loads; strict UTF-8
-        return
+        return Record(number, offset, orjson.loads(body))  # ~3x json.loads; strict UTF-8
     except orjson.JSONDecodeError:
         pass  # invalid UTF-8, NaN, huge integers...: the standard parser decides, with its precise message
     text = body.decode("utf-8", errors="replace")  # invalid UTF-8 becomes U+FFFD, the record is kept
     try:
-        out.records.append(Record(number, offset, json.loads(text)))
+        return Record(number, offset, json.loads(text))
     except (json.JSONDecodeError, RecursionError) as exc:
         out.problems.append((number, json_problem(exc)))
+        return None
