@@ -1,13 +1,14 @@
 """What the school's everyday reads cost as the store grows: 1 000, 10 000 and 100 000 sessions, generated straight
 into the store (not by ingesting 20 GB), each already learned from by a cycle, plus 50 new ones.
 
-    .venv/bin/python -m bench.bench_scale [--sizes 1000,10000,100000] [--new 50]
+    .venv/bin/python -m bench.bench_scale [--sizes 1000,10000,100000] [--new 50] [--keep DIR]
 
 For each size: an incremental build of the 50 new sessions (the real builder in-process, a small BPE tokenizer),
 `school status` (School.status: the new-sessions count, readiness), the contradiction scan (20 recorded answers
-whose requests a captured session answered), the Capture tab's reads (totals, per day, projects, tools, the newest
-200 sessions), the Experience tab's reads, and `capture status --json`. The goal is a flat line: the 100 000 column
-within 1.5x of the 1 000 column. Sessions are `bench.synthetic_sessions` (Claude Code shape, stored through
+whose requests a captured session answered), the Capture tab's reads (totals, the per-day chart's 90 days,
+projects, tools, the newest 200 sessions, the quarantine), the Datasets tab's reads (the built datasets, the
+sessions stored), the Experience tab's reads, and `capture status --json`. The goal is a flat line: the 100 000
+column within 1.5x of the 1 000 column. `--keep DIR` leaves the store in DIR to look into. Sessions are `bench.synthetic_sessions` (Claude Code shape, stored through
 `capture.rows.session_rows`); the datasets the cycles learned from are registered with each session's real content
 hash, as a build would, without rendering 100 000 sessions.
 """
@@ -33,6 +34,7 @@ from bench.machine import load_line  # noqa: E402
 from bench.synthetic_sessions import populate  # noqa: E402
 
 BASE = "default"
+MAX_DAYS = 90  # the Capture tab's per-day chart (app/ui/capture_panel.MAX_DAYS)
 
 
 def timed(fn, repeat: int = 1) -> float:
@@ -115,6 +117,7 @@ def measure(corpus: Corpus, renderer, tmp: Path, new: int) -> dict[str, float]:
     from app.cli.capture import cmd_status
     from app.core.capture.queries import CaptureQueries
     from app.core.datasets.builder import build
+    from app.core.datasets.catalog import Registry
     from app.core.datasets.config import BuildConfig
     from app.core.experience import buffer
     from app.core.experience.contradictions import scan
@@ -137,8 +140,9 @@ def measure(corpus: Corpus, renderer, tmp: Path, new: int) -> dict[str, float]:
     out["  new sessions"] = school.status()["next"]["new_sessions"]
     out["contradiction scan"] = timed(lambda: scan(store), 3)
     q = CaptureQueries(store)
-    out["Capture tab reads"] = timed(lambda: (q.totals(), q.sessions_per_day(), q.projects(), q.tool_histogram(),
-                                              q.recent_sessions(200)), 3)
+    out["Capture tab reads"] = timed(lambda: (q.totals(), q.sessions_per_day(MAX_DAYS), q.projects(),
+                                              q.tool_histogram(), q.recent_sessions(200), q.quarantine()), 3)
+    out["Datasets tab reads"] = timed(lambda: (Registry(store).all(), q.sessions_stored()), 3)
     out["Experience tab reads"] = timed(lambda: (buffer.counts(store), buffer.entries(store, limit=200)), 3)
     with contextlib.redirect_stdout(io.StringIO()):
         out["capture status --json"] = timed(lambda: cmd_status(SimpleNamespace(json=True)), 3)
@@ -149,10 +153,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--new", type=int, default=50)
+    parser.add_argument("--keep", metavar="DIR", help="work in DIR (empty or new) and leave the store there")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
-    with tempfile.TemporaryDirectory() as tmp_name:
-        tmp = Path(tmp_name)
+    with contextlib.ExitStack() as stack:
+        if args.keep:
+            tmp = Path(args.keep).resolve()
+            tmp.mkdir(parents=True, exist_ok=True)
+            if any(tmp.iterdir()):
+                parser.error(f"--keep {tmp}: not empty (the bench grows a new store)")
+        else:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         os.environ["NIGHTSCHOOL_HOME"] = str(tmp / "home")
         from transformers import AutoTokenizer
 

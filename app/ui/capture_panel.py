@@ -142,7 +142,7 @@ class CapturePanel(QWidget):
         self.totals.setText(f"<b>{g(t.sessions)} sessions</b> ({agents}) · {g(t.messages)} messages · "
                             f"{g(t.quarantined)} in quarantine · {g(t.lines_in)} lines in = {g(t.stored)} stored + "
                             f"{g(t.quarantined_lines)} quarantined + {g(t.skipped)} skipped")
-        self._fill_charts(q.sessions_per_day(), q.tool_histogram())
+        self._fill_charts(q.sessions_per_day(MAX_DAYS), q.tool_histogram())
         projects = q.projects()
         fill(self.projects, [[ALL, sum(p[1] for p in projects), sum(p[2] for p in projects)], *map(list, projects)],
              [None] + [p[0] for p in projects])

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
-from sqlalchemy import func, select
 
 from app.core.base import protocol
-from app.core.base.schema import AgentSession, BuiltDataset
+from app.core.base.schema import BuiltDataset
 from app.core.base.store import Store
+from app.core.capture.queries import CaptureQueries
 from app.core.datasets import manifest
 from app.core.datasets.catalog import Registry
 from app.core.datasets.config import BuildConfig
@@ -57,10 +57,7 @@ class DatasetsController(QObject):
 
     def sessions_stored(self) -> tuple[int, int]:
         """(tasks, sub-agent sessions) captured: the Capture tab counts tasks; a build takes sub-agents too."""
-        with self.store.session() as s:
-            rows = dict(s.execute(select(AgentSession.parent_id.is_(None), func.count())
-                                  .group_by(AgentSession.parent_id.is_(None))).all())
-        return rows.get(True, 0), rows.get(False, 0)
+        return CaptureQueries(self.store).sessions_stored()
 
     def details(self, row: BuiltDataset) -> Details:
         return read_details(row.name, Path(row.path))

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import func, select
 
-from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow
+from app.core.base.schema import AgentSession, CaptureCount, CaptureFile, ImportRow, MessageRow, QuarantineRow
 from app.core.base.store import Store
 from app.core.capture import derived
 from app.core.capture.rows import parts_of
@@ -68,37 +68,57 @@ class CaptureQueries:
         self.store = store
 
     def totals(self) -> Totals:
+        """Counts kept by deltas (derived.counted): what it costs follows what was stored since the last look."""
+        derived.counted(self.store)
         with self.store.session() as db:
-            by_agent = dict(db.execute(select(AgentSession.agent, func.count()).where(
-                AgentSession.parent_id.is_(None)).group_by(AgentSession.agent)).all())
+            by_agent = dict(db.execute(select(CaptureCount.agent, func.sum(CaptureCount.sessions)).where(
+                CaptureCount.root == 1).group_by(CaptureCount.agent)).all())
             counts = db.execute(select(func.coalesce(func.sum(ImportRow.lines_in), 0),
                                        func.coalesce(func.sum(ImportRow.stored), 0),
                                        func.coalesce(func.sum(ImportRow.quarantined), 0),
                                        func.coalesce(func.sum(ImportRow.skipped), 0))).one()
             return Totals(sessions=sum(by_agent.values()), by_agent=by_agent,
-                          messages=db.scalar(select(func.count()).select_from(MessageRow)) or 0,
+                          messages=db.scalar(select(func.coalesce(func.sum(CaptureCount.message_rows), 0))),
                           files=db.scalar(select(func.count()).select_from(CaptureFile)) or 0,
                           quarantined=db.scalar(select(func.count()).select_from(QuarantineRow)) or 0,
                           lines_in=counts[0], stored=counts[1], quarantined_lines=counts[2], skipped=counts[3])
 
-    def sessions_per_day(self) -> dict[str, dict[str, int]]:
-        """{day: {agent: sessions}} for top-level sessions, days in order."""
+    def sessions_per_day(self, days: int | None = None) -> dict[str, dict[str, int]]:
+        """{day: {agent: sessions}} for top-level sessions, days in order (`days`: the newest that many only)."""
+        derived.counted(self.store)
         with self.store.session() as db:
-            rows = db.execute(select(AgentSession.day, AgentSession.agent, func.count()).where(
-                AgentSession.parent_id.is_(None), AgentSession.day.is_not(None)).group_by(
-                AgentSession.day, AgentSession.agent).order_by(AgentSession.day)).all()
+            query = select(CaptureCount.day, CaptureCount.agent, func.sum(CaptureCount.sessions)).where(
+                CaptureCount.root == 1, CaptureCount.day.is_not(None))
+            if days:
+                first = db.scalar(select(func.min(select(CaptureCount.day).where(CaptureCount.root == 1,
+                                                                                 CaptureCount.day.is_not(None))
+                                                  .distinct().order_by(CaptureCount.day.desc()).limit(days)
+                                                  .subquery().c.day)))
+                query = query.where(CaptureCount.day >= first) if first else query
+            rows = db.execute(query.group_by(CaptureCount.day, CaptureCount.agent).order_by(CaptureCount.day)).all()
         out: dict[str, dict[str, int]] = {}
         for day, agent, n in rows:
-            out.setdefault(day, {})[agent] = n
+            if n:
+                out.setdefault(day, {})[agent] = int(n)
         return out
 
     def projects(self) -> list[tuple[str, int, int]]:
         """(project, sessions, messages), most sessions first."""
+        derived.counted(self.store)
         with self.store.session() as db:
-            rows = db.execute(select(func.coalesce(AgentSession.project, "(none)"), func.count(),
-                                     func.sum(AgentSession.messages)).where(AgentSession.parent_id.is_(None))
-                              .group_by(AgentSession.project).order_by(func.count().desc())).all()
-        return [(p, n, m or 0) for p, n, m in rows]
+            n = func.sum(CaptureCount.sessions)
+            rows = db.execute(select(func.coalesce(CaptureCount.project, "(none)"), n, func.sum(CaptureCount.messages))
+                              .where(CaptureCount.root == 1).group_by(CaptureCount.project)
+                              .order_by(n.desc())).all()
+        return [(p, int(n), int(m or 0)) for p, n, m in rows if n]
+
+    def sessions_stored(self) -> tuple[int, int]:
+        """(top-level sessions, sub-agent sessions) stored: the Datasets tab's count to build from."""
+        derived.counted(self.store)
+        with self.store.session() as db:
+            rows = dict(db.execute(select(CaptureCount.root, func.sum(CaptureCount.sessions))
+                                   .group_by(CaptureCount.root)).all())
+        return int(rows.get(1) or 0), int(rows.get(0) or 0)
 
     def tool_histogram(self, limit: int = 20) -> list[tuple[str, int]]:
         """Tool calls by name over every session (main branches), most used first (derived.tool_histogram)."""

@@ -22,7 +22,7 @@ def test_migrated_schema_and_wal(store, ns_home):
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     head = ScriptDirectory.from_config(config).get_current_head()  # one head: no two migrations from one parent
-    assert head >= "0011" and con.execute("select version_num from alembic_version").fetchone()[0] == head
+    assert head >= "0013" and con.execute("select version_num from alembic_version").fetchone()[0] == head
 
 
 def test_the_orm_tables_match_the_migrations(store):
@@ -60,3 +60,19 @@ def test_model_refs(tmp_path):
         assert "no config.json" in str(exc)
     else:
         raise AssertionError("a folder without config.json was accepted")
+
+
+def test_the_everyday_capture_reads_use_their_indexes(store):
+    """0013: a re-stored session's request keys are found by session (not by scanning every key); the per-day chart's
+    newest days come off the counts' key index; the newest sessions off (parent_id, started_at)."""
+    con = sqlite3.connect(store.path)
+
+    def plan(sql: str) -> str:
+        return " | ".join(r[3] for r in con.execute("EXPLAIN QUERY PLAN " + sql))
+
+    assert "USING INDEX ix_request_keys_session_id" in plan("DELETE FROM request_keys WHERE session_id IN ('a', 'b')")
+    assert "ix_capture_counts_key" in plan("SELECT DISTINCT day FROM capture_counts WHERE root = 1 AND day IS NOT "
+                                           "NULL ORDER BY day DESC LIMIT 90")
+    newest = plan("SELECT * FROM sessions WHERE parent_id IS NULL ORDER BY started_at DESC LIMIT 200")
+    assert "ix_sessions_root_started" in newest and "TEMP B-TREE" not in newest
+    assert "session_tools" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}

@@ -3,8 +3,8 @@ migrations/ are the source of truth for the schema."""
 from __future__ import annotations
 
 from app.core.base.schema.base import Base, Setting, utcnow
-from app.core.base.schema.capture import (AgentSession, CaptureFile, DatasetFile, ImportRow, MessageRow, QuarantineRow,
-                                          SessionTool)
+from app.core.base.schema.capture import (AgentSession, CaptureCount, CaptureFile, DatasetFile, ImportRow, MessageRow,
+                                          QuarantineRow, SessionCount, ToolCount)
 from app.core.base.schema.datasets import BuiltDataset, DatasetSession, HeldOut
 from app.core.base.schema.experience import CorrectionRow, ExperienceRow, RequestKey, TeacherCallRow
 from app.core.base.schema.jobs import CheckpointRow, Job, Run
@@ -14,8 +14,8 @@ from app.core.base.schema.ship import Deployment, ExportRow
 from app.core.base.schema.team import TeamMember  # noqa: F401
 
 __all__ = [
-    "AgentSession", "Base", "BuiltDataset", "CaptureFile", "CheckpointRow", "CorrectionRow", "CycleRow",
+    "AgentSession", "Base", "BuiltDataset", "CaptureCount", "CaptureFile", "CheckpointRow", "CorrectionRow", "CycleRow",
     "DatasetFile", "DatasetSession", "Deployment", "EvalRow", "ExperienceRow", "ExportRow", "HeldOut",
-    "ImportRow", "Job", "MessageRow", "Promotion", "QuarantineRow", "RequestKey", "Run", "SessionMark", "SessionTool", "Setting",
-    "TeacherCallRow", "VerdictRow", "utcnow",
+    "ImportRow", "Job", "MessageRow", "Promotion", "QuarantineRow", "RequestKey", "Run", "SessionCount", "SessionMark",
+    "Setting", "TeacherCallRow", "ToolCount", "VerdictRow", "utcnow",
 ]

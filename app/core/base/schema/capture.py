@@ -65,12 +65,42 @@ class AgentSession(Base):
                                                  index=True)
 
 
-class SessionTool(Base):
-    """How often a session called each tool (its main branch): the Capture tab's histogram as one SQL sum. Derived
-    from the session's signals by app/core/capture/derived for sessions stored since it last looked."""
+class SessionCount(Base):
+    """What one session adds to the Capture tab's counts (capture_counts, tool_counts), as they were when counted:
+    app/core/capture/derived subtracts it when the session is stored again or goes, so the counts follow by deltas.
+    No foreign key: a deleted session's row must outlive it until its share is taken back."""
 
-    __tablename__ = "session_tools"
-    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), primary_key=True)
+    __tablename__ = "session_counts"
+    session_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    root: Mapped[bool] = mapped_column(Integer, default=1)  # a top-level session (parent_id null)
+    day: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    agent: Mapped[str] = mapped_column(String(20))
+    project: Mapped[str | None] = mapped_column(Text, nullable=True)
+    messages: Mapped[int] = mapped_column(Integer, default=0)  # sessions.messages (its main branch)
+    message_rows: Mapped[int] = mapped_column(Integer, default=0)  # its rows in messages, every branch
+    tools_json: Mapped[str] = mapped_column(Text, default="{}")  # tool name -> calls (signals' tool_counts)
+
+
+class CaptureCount(Base):
+    """Sessions, messages and message rows per (day, agent, project, top-level or not): the Capture tab's totals,
+    per-day chart and projects as sums over a few rows per day, kept by deltas (see SessionCount)."""
+
+    __tablename__ = "capture_counts"
+    __table_args__ = (Index("ix_capture_counts_key", "day", "agent", "project", "root"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    root: Mapped[bool] = mapped_column(Integer, default=1)
+    day: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    agent: Mapped[str] = mapped_column(String(20))
+    project: Mapped[str | None] = mapped_column(Text, nullable=True)
+    sessions: Mapped[int] = mapped_column(Integer, default=0)
+    messages: Mapped[int] = mapped_column(Integer, default=0)
+    message_rows: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class ToolCount(Base):
+    """Tool calls by name over every session (main branches): the Capture tab's histogram, kept by deltas."""
+
+    __tablename__ = "tool_counts"
     tool: Mapped[str] = mapped_column(String(200), primary_key=True)
     calls: Mapped[int] = mapped_column(Integer, default=0)
 

@@ -78,5 +78,5 @@ class RequestKey(Base):
 
     __tablename__ = "request_keys"
     message_id: Mapped[int] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True)
-    session_id: Mapped[str] = mapped_column(String(40))
+    session_id: Mapped[str] = mapped_column(String(40), index=True)  # a session stored again: its keys replaced
     key: Mapped[str] = mapped_column(String(16), index=True)
