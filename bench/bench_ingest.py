@@ -163,7 +163,10 @@ path, db = Path(sys.argv[1]), Path(sys.argv[2])
 scrubber = Scrubber()
 scrubber.text("warm up: the rules are compiled before the baseline ~/x sk-ant-api03-" + "x" * 90)
 ingestor = Ingestor(Store(db), CaptureConfig(roots={"claude-code": [str(path.parent)]}), scrubber)
-kib = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+status = Path("/proc/self/status")  # VmHWM: this process's own peak (Linux; ru_maxrss keeps the forking parent's
+# peak across exec, so a child of a big test runner reported the runner's size)
+hwm = lambda: int(next(l.split()[1] for l in status.read_text().splitlines() if l.startswith("VmHWM:")))
+kib = hwm if status.exists() else lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 statm = Path("/proc/self/statm")  # the resident size now (Linux); elsewhere the peak so far stands in for it
 now = lambda: int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024 if statm.exists() else kib()
 base, started = now(), time.perf_counter()
@@ -176,7 +179,7 @@ print(json.dumps(dict(base_kib=base, peak_kib=kib(), seconds=time.perf_counter()
 
 def peak_rss(path: Path, db: Path) -> dict:
     """Ingest one file in a fresh interpreter: its RSS before (KiB, after the imports and the store's opening) and
-    its peak (ru_maxrss), time and counts."""
+    its own peak (VmHWM; ru_maxrss elsewhere), time and counts."""
     done = subprocess.run([sys.executable, "-c", PEAK_CHILD, str(path), str(db)], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1], check=False)
     if done.returncode:
