@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,36 +26,19 @@ from sqlalchemy import delete, insert, select
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
 from app.core.base.store import Store
 from app.core.capture import rows
-from app.core.capture.claude import first_session_id, parse_claude_with_subagents
-from app.core.capture.codex import parse_codex
+from app.core.capture.claude import first_session_id
 from app.core.capture.detect import detect_format
-from app.core.capture.gemini import parse_gemini
-from app.core.capture.session import Session
-from app.core.scrub.scrubber import Scrubber
+from app.core.capture.prepare import PARSERS, FileCounts, Prepared, own_id, prepare
 from app.core.capture.sources import CaptureConfig
 from app.core.datafiles.lines import Reading
+from app.core.scrub.scrubber import Scrubber
 
 IDLE_FINAL_S = 120.0  # a file unchanged this long is finished: a last line without newline is taken
 MAX_EXCERPT = 64 * 1024  # quarantined line text kept (scrubbed)
-PARSERS = {"claude-code": parse_claude_with_subagents, "codex": parse_codex, "gemini": parse_gemini}
-UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 BATCH_FILES = 100  # ingest_many writes the sessions of up to this many files in one transaction...
 BATCH_BYTES = 16 * 1024**2  # ...or fewer, once they read this many bytes (a bound on what a batch holds)
-SCRUB_CHARS = 4 * 1024**2  # text scrubbed per pass (see scrub)
 INSERT_ROWS = 2000  # message rows per executemany
 COPY = "a copy of a session already stored from a fuller file: its lines are counted as skipped"
-
-
-@dataclass
-class FileCounts:
-    """One file's cumulative line accounting: lines = stored + quarantined + skipped."""
-
-    lines: int = 0
-    stored: int = 0
-    quarantined: int = 0
-    skipped: int = 0
-    offset: int = 0
-    problems: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -290,59 +272,6 @@ class Ingestor:
         return IngestResult(path, agent, origin, status=status, message=message, import_id=import_id)
 
 
-# --- preparing (in this process or a worker) -----------------------------------------------------------
-@dataclass
-class Prepared:
-    """A session read, counted, checked against the project rules and scrubbed: ready to be written."""
-
-    main: Path
-    agent: str
-    session: Session | None  # None: kept out by a project rule
-    counts: dict[Path, FileCounts]
-    secrets: int
-    native_id: str | None = None  # the agent's own session id, when the file is named by it
-
-    @property
-    def size(self) -> int:
-        """Bytes read for it (every file from its start)."""
-        return sum(c.offset for c in self.counts.values())
-
-
-def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber: Scrubber,
-            reading: Reading | None = None) -> Prepared:
-    session = PARSERS[agent](main, final=final, progress=reading)
-    counts = {f: _counts(agent, s) for f, s in _group_files(main, session).items()}
-    keep = config.keeps(session.project, session.cwd)
-    before = scrubber.report.total
-    if keep:
-        scrub(scrubber, session)
-    return Prepared(main, agent, session if keep else None, counts, scrubber.report.total - before,
-                    own_id(main, session.session_id))
-
-
-def scrub(scrubber: Scrubber, session: Session, chars: int = SCRUB_CHARS) -> None:
-    """scrubber.session() over messages of about `chars` of text at a time: it scrubs the texts it is given as one
-    joined string, which for a huge session whole costs several times its text; the result is the same."""
-    branches, subagents = [session.messages, *session.abandoned], session.subagents
-    session.messages, session.abandoned, session.subagents = [], [], []
-    try:
-        scrubber.session(session)  # its own fields
-    finally:
-        session.messages, session.abandoned, session.subagents = branches[0], branches[1:], subagents
-    for branch in branches:
-        start = 0
-        while start < len(branch):
-            end, size = start, 0
-            while end < len(branch) and (end == start or size < chars):
-                size += sum(len(p.text) for p in branch[end].parts)
-                end += 1
-            piece = Session(session.agent, session.session_id, "", messages=branch[start:end])
-            branch[start:end] = scrubber.session(piece).messages
-            start = end
-    for sub in subagents:
-        scrub(scrubber, sub, chars)
-
-
 # --- helpers -----------------------------------------------------------------------------------------
 def real_path(path: str | Path) -> Path:
     """How the capture knows a file: its resolved path (`..`, symlinks and `~` undone), whatever spelling named it."""
@@ -352,15 +281,6 @@ def real_path(path: str | Path) -> Path:
 def session_key(agent: str, main: Path) -> str:
     """A new session's id: agent + its file's real path (session ids can repeat across files)."""
     return hashlib.sha1(f"{agent}\0{main}".encode()).hexdigest()[:20]
-
-
-def own_id(path: PurePath, native: str | None) -> str | None:
-    """The agent's session id when the file is named by it (a uuid: `<sessionId>.jsonl`, a rollout's tail, Gemini's
-    first eight characters), else None: a copy of such a file anywhere is the same session; an id the file does not
-    carry in its name (hand-named exports, resumed sessions' inherited ids) says nothing."""
-    if not native or not UUID.fullmatch(native) or native[:8].lower() not in PurePath(path).name.lower():
-        return None
-    return native
 
 
 def _session_id(conn, agent: str, main: Path, native: str | None, row) -> str:
@@ -402,32 +322,10 @@ def owner(agent: str, path: Path) -> Path | None:
     return main if main.is_file() else path
 
 
-def _group_files(main: Path, session: Session) -> dict[Path, Session]:
-    """The files read for this session, each with the Session that counted its lines."""
-    files = {main: session}
-    for sub in session.subagents:
-        if sub.source_path != session.source_path:
-            files[Path(sub.source_path)] = sub
-    return files
-
-
 def _changed(row, stat, final: bool) -> bool:
     if row is None or row.size != stat.st_size or row.mtime != stat.st_mtime:
         return True
     return final and row.offset < stat.st_size
-
-
-def _counts(agent: str, s: Session) -> FileCounts:
-    """Line accounting for one file: blank and rule-skipped lines are skipped, problem lines quarantined."""
-    bad = sorted({n for n, _ in s.problems})
-    line_level = {k: v for k, v in s.skipped.items() if not k.startswith("block:")}
-    skipped = s.blank + sum(line_level.values())
-    stored = s.used if agent == "claude-code" else s.lines - skipped - len(bad)
-    first = {}
-    for n, why in s.problems:
-        first.setdefault(n, why)
-    return FileCounts(lines=s.lines, stored=stored, quarantined=len(bad), skipped=s.lines - stored - len(bad),
-                      offset=s.end_offset, problems=sorted(first.items()))
 
 
 @dataclass

@@ -1,0 +1,114 @@
+"""A transcript made ready to store: parsed by its agent's parser, its lines counted per file, checked against the
+project rules and scrubbed (in pieces: a huge session's joined text would cost several times its size)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+
+from app.core.capture.claude import parse_claude_with_subagents
+from app.core.capture.codex import parse_codex
+from app.core.capture.gemini import parse_gemini
+from app.core.capture.session import Session
+from app.core.capture.sources import CaptureConfig
+from app.core.datafiles.lines import Reading
+from app.core.scrub.scrubber import Scrubber
+
+PARSERS = {"claude-code": parse_claude_with_subagents, "codex": parse_codex, "gemini": parse_gemini}
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+SCRUB_CHARS = 4 * 1024**2  # text scrubbed per pass (see scrub)
+
+
+@dataclass
+class FileCounts:
+    """One file's cumulative line accounting: lines = stored + quarantined + skipped."""
+
+    lines: int = 0
+    stored: int = 0
+    quarantined: int = 0
+    skipped: int = 0
+    offset: int = 0
+    problems: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass
+class Prepared:
+    """A session read, counted, checked against the project rules and scrubbed: ready to be written."""
+
+    main: Path
+    agent: str
+    session: Session | None  # None: kept out by a project rule
+    counts: dict[Path, FileCounts]
+    secrets: int
+    native_id: str | None = None  # the agent's own session id, when the file is named by it
+
+    @property
+    def size(self) -> int:
+        """Bytes read for it (every file from its start)."""
+        return sum(c.offset for c in self.counts.values())
+
+
+def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber: Scrubber,
+            reading: Reading | None = None) -> Prepared:
+    session = PARSERS[agent](main, final=final, progress=reading)
+    counts = {f: counts_of(agent, s) for f, s in group_files(main, session).items()}
+    keep = config.keeps(session.project, session.cwd)
+    before = scrubber.report.total
+    if keep:
+        scrub(scrubber, session)
+    return Prepared(main, agent, session if keep else None, counts, scrubber.report.total - before,
+                    own_id(main, session.session_id))
+
+
+def scrub(scrubber: Scrubber, session: Session, chars: int = SCRUB_CHARS) -> None:
+    """scrubber.session() over messages of about `chars` of text at a time: it scrubs the texts it is given as one
+    joined string, which for a huge session whole costs several times its text; the result is the same."""
+    branches, subagents = [session.messages, *session.abandoned], session.subagents
+    session.messages, session.abandoned, session.subagents = [], [], []
+    try:
+        scrubber.session(session)  # its own fields
+    finally:
+        session.messages, session.abandoned, session.subagents = branches[0], branches[1:], subagents
+    for branch in branches:
+        start = 0
+        while start < len(branch):
+            end, size = start, 0
+            while end < len(branch) and (end == start or size < chars):
+                size += sum(len(p.text) for p in branch[end].parts)
+                end += 1
+            piece = Session(session.agent, session.session_id, "", messages=branch[start:end])
+            branch[start:end] = scrubber.session(piece).messages
+            start = end
+    for sub in subagents:
+        scrub(scrubber, sub, chars)
+
+
+def own_id(path: PurePath, native: str | None) -> str | None:
+    """The agent's session id when the file is named by it (a uuid: `<sessionId>.jsonl`, a rollout's tail, Gemini's
+    first eight characters), else None: a copy of such a file anywhere is the same session; an id the file does not
+    carry in its name (hand-named exports, resumed sessions' inherited ids) says nothing."""
+    if not native or not UUID.fullmatch(native) or native[:8].lower() not in PurePath(path).name.lower():
+        return None
+    return native
+
+
+def group_files(main: Path, session: Session) -> dict[Path, Session]:
+    """The files read for this session, each with the Session that counted its lines."""
+    files = {main: session}
+    for sub in session.subagents:
+        if sub.source_path != session.source_path:
+            files[Path(sub.source_path)] = sub
+    return files
+
+
+def counts_of(agent: str, s: Session) -> FileCounts:
+    """Line accounting for one file: blank and rule-skipped lines are skipped, problem lines quarantined."""
+    bad = sorted({n for n, _ in s.problems})
+    line_level = {k: v for k, v in s.skipped.items() if not k.startswith("block:")}
+    skipped = s.blank + sum(line_level.values())
+    stored = s.used if agent == "claude-code" else s.lines - skipped - len(bad)
+    first = {}
+    for n, why in s.problems:
+        first.setdefault(n, why)
+    return FileCounts(lines=s.lines, stored=stored, quarantined=len(bad), skipped=s.lines - stored - len(bad),
+                      offset=s.end_offset, problems=sorted(first.items()))
