@@ -14,7 +14,8 @@ from app.core.base import protocol as P
 from app.core.base.fingerprint import sha256_file
 from app.core.judge import decoding, evalset, nextaction
 from app.core.judge.evalset import EvalConfig
-from app.core.judge.report import GENERATIONS, LOSSES, EvalReport, Sample, loss_rows, metrics_from, write_rows
+from app.core.judge.report import (GENERATIONS, LOSSES, EvalReport, Sample, example_key, loss_rows, metrics_from,
+                                   read_rows, write_rows)
 from app.core.judge.reward_context import RewardContext
 from app.core.judge.rewards import score
 from app.core.toolcalls.convention import as_text
@@ -117,7 +118,8 @@ def judged_rows(found, texts: list[tuple[str, bool]], schemas: dict, settings) -
         row = {"key": ctx.key, "session_id": ctx.session_id, "turn": ctx.turn,
                "prompt": evalset.prompt_tail(ctx.messages), "teacher": as_text(ctx.teacher)["content"],
                "student": text, "outcome": j.outcome}
-        rows.append({**row, "why": j.why, "reward": rewards[-1], "attempted": j.attempted, "valid": j.valid})
+        rows.append({**row, "finished": finished, "why": j.why, "reward": rewards[-1], "attempted": j.attempted,
+                     "valid": j.valid})
         if ctx.key in keep:
             samples.append(Sample(**row))
     return judged, rewards, rows, samples
@@ -155,17 +157,55 @@ def held_out_cases(config, out: Emitter) -> tuple[list, list, dict, list] | None
     return found, examples, schemas, [str(r.get("session_id") or "") for r in chosen]
 
 
+class Reuse:
+    """What an earlier evaluation of the same model and settings measured (EvalConfig.reuse: the set has grown since)
+    on the next actions and loss examples still in the set, by key; the rest is measured now and `merged` in order."""
+
+    def __init__(self, config, found: list, examples: list[list[dict]], out: Emitter) -> None:
+        folder = Path(config.reuse) if config.reuse else None
+        gens = {r["key"]: (r["student"], r["finished"]) for r in read_rows(folder / GENERATIONS)
+                if "finished" in r} if folder else {}
+        losses = {r["key"].partition("~")[0]: (r["nll"], r["tokens"]) for r in read_rows(folder / LOSSES)} if folder else {}
+        self.texts = {i: gens[c.key] for i, c in enumerate(found) if c.key in gens}
+        self.losses = {i: losses[k] for i, m in enumerate(examples) if (k := example_key(m)) in losses}
+        self.found = [c for i, c in enumerate(found) if i not in self.texts]  # to generate now
+        self.examples = [m for i, m in enumerate(examples) if i not in self.losses]  # to measure now
+        if folder:
+            out.emit(P.Log(message=f"{len(self.texts)} of {len(found)} next actions and {len(self.losses)} of "
+                                   f"{len(examples)} loss examples come from this model's evaluation before the set grew "
+                                   "(same settings); the rest is measured now"))
+
+    @property
+    def nothing_new(self) -> bool:
+        return not self.found and not self.examples
+
+    def merged(self, per_example: list, texts: list) -> tuple[list, list]:
+        """(loss of every example, answer of every next action) in the set's order: reused or measured now."""
+        def fill(known: dict, new: list, n: int) -> list:
+            it = iter(new)
+            return [known[i] if i in known else next(it) for i in range(n)]
+        return (fill(self.losses, per_example, len(self.losses) + len(self.examples)),
+                fill(self.texts, texts, len(self.texts) + len(self.found)))
+
+    def counts(self) -> dict:
+        return {"reused_contexts": len(self.texts), "reused_examples": len(self.losses)}
+
+
 def run(spec: dict, out: Emitter) -> int:
     config = EvalConfig.model_validate(spec["config"])
     started = time.monotonic()
     cases = held_out_cases(config, out)
     if cases is None:
         return 1
-    found, examples = cases[:2]
-    student = load_student(config, spec["models_dir"], out)
-    per_example = teacher_forced(student, examples, out.progress)
-    texts = generate(student, found, config.settings.max_new_tokens, out.progress, config.settings.repeat_penalty)
-    return finish(spec, out, config, cases, per_example, texts, started, student.device)
+    reuse = Reuse(config, *cases[:2], out)
+    per_example, texts, device = [], [], "cpu"
+    if not reuse.nothing_new:
+        student = load_student(config, spec["models_dir"], out)
+        per_example = teacher_forced(student, reuse.examples, out.progress)
+        texts = generate(student, reuse.found, config.settings.max_new_tokens, out.progress,
+                         config.settings.repeat_penalty)
+        device = student.device
+    return finish(spec, out, config, cases, *reuse.merged(per_example, texts), started, device, **reuse.counts())
 
 
 def finish(spec: dict, out: Emitter, config, cases: tuple[list, list, dict, list], per_example: list[tuple[float, int]],
@@ -186,8 +226,22 @@ def finish(spec: dict, out: Emitter, config, cases: tuple[list, list, dict, list
     return write_outputs(spec, out, report, losses, rows)
 
 
+def each(run_one):
+    """A worker's entry that evaluates every config of the spec in turn (`configs`; or the one `config`), each into
+    its own folder with its own `evaluated` envelope: one process, one set of imports for a judgement's models. The
+    first failure ends it (the caller keeps the ones that finished)."""
+    def run_all(spec: dict, out: Emitter) -> int:
+        configs = spec.get("configs") or [spec["config"]]
+        for n, config in enumerate(configs):
+            folder = Path(spec["out"]) / str(n) if "configs" in spec else Path(spec["out"])
+            if code := run_one({**spec, "config": config, "out": str(folder)}, out):
+                return code
+        return 0
+    return run_all
+
+
 def main(argv: list[str] | None = None) -> int:
-    return worker_main(argv, "engine.workers.evaluate", "an evaluation", run)
+    return worker_main(argv, "engine.workers.evaluate", "an evaluation", each(run))
 
 
 if __name__ == "__main__":

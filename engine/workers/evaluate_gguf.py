@@ -15,11 +15,12 @@ from app.core.base import protocol as P
 from app.core.judge import decoding
 from app.core.judge.gguf import GgufEvalConfig
 from engine.workers.envelope import Emitter, worker_main
-from engine.workers.evaluate import encoded, finish, held_out_cases
+from engine.workers.evaluate import Reuse, each, encoded, finish, held_out_cases
 from engine.workers.mine_pairs import STOP_TOKENS
 
 TOOL_END = decoding.TOOL_END.encode()
 ROWS = 256  # logits rows turned into log-probabilities at once
+RENDERERS: dict = {}  # (base model, models dir) -> the training renderer, loaded once per worker
 
 
 class Served:
@@ -204,19 +205,24 @@ def run(spec: dict, out: Emitter) -> int:
     cases = held_out_cases(config, out)
     if cases is None:
         return 1
-    found, examples = cases[:2]
+    reuse = Reuse(config, *cases[:2], out)
+    if reuse.nothing_new:  # the grown set's new records brought no next action or loss example of its draw
+        return finish(spec, out, config, cases, *reuse.merged([], []), started, "cpu (llama.cpp)", runtime="gguf",
+                      **reuse.counts())
     gguf = Path(config.gguf) if config.gguf else converted(config, spec, out)
     smoke.check_file(gguf)  # not a GGUF: refused before the tokenizer loads
-    renderer = render.load(config.base_model, spec["models_dir"])
-    rendered = rendered_examples(renderer, examples)
+    key = (config.base_model, spec["models_dir"])
+    renderer = RENDERERS.get(key) or RENDERERS.setdefault(key, render.load(*key))  # a judgement's models share one
+    rendered = rendered_examples(renderer, reuse.examples)
     served = Served(gguf, config.n_threads)
     try:
-        got = measure(served, renderer, found, rendered, settings, out)
+        got = measure(served, renderer, reuse.found, rendered, settings, out)
     finally:
         served.close()
-    return finish(spec, out, config, cases, got["per_example"], got["texts"], started, "cpu (llama.cpp)",
-                  runtime="gguf", quant=served.quant, gguf_sha256=config.gguf_sha256,
-                  tokenization_matched=got["tokenization_matched"], prompts_matched=got["prompts_matched"])
+    return finish(spec, out, config, cases, *reuse.merged(got["per_example"], got["texts"]), started,
+                  "cpu (llama.cpp)", runtime="gguf", quant=served.quant, gguf_sha256=config.gguf_sha256,
+                  tokenization_matched=got["tokenization_matched"], prompts_matched=got["prompts_matched"],
+                  **reuse.counts())
 
 
 def converted(config: GgufEvalConfig, spec: dict, out: Emitter) -> Path:
@@ -248,7 +254,7 @@ def converted(config: GgufEvalConfig, spec: dict, out: Emitter) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return worker_main(argv, "engine.workers.evaluate_gguf", "a GGUF evaluation", run)
+    return worker_main(argv, "engine.workers.evaluate_gguf", "a GGUF evaluation", each(run))
 
 
 if __name__ == "__main__":

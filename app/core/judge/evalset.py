@@ -36,6 +36,7 @@ class EvalConfig(BaseModel):
     schema_files: list[str] = []  # teacher calls in these files (and the eval file) give the tools' schemas
     settings: EvalSettings = EvalSettings()
     gguf_name: str = "model"  # the name an f16 GGUF converted for llama.cpp embeds (its export's file stem)
+    reuse: str | None = None  # an earlier evaluation's folder (same model and settings, another set): its rows reused
 
     @property
     def max_new_tokens(self) -> int:  # engine.workers.mine_pairs.load_student reads it

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -81,12 +83,10 @@ def evaluator_for(choice: str) -> str:
     return "transformers" if paths.gpu_count() > 0 else "llama.cpp"
 
 
-def _worker(config: EvalConfig) -> tuple[str, dict]:
-    """The worker and spec of an evaluation: transformers (engine.workers.evaluate), or llama.cpp on an f16 GGUF the
-    worker converts the model to (engine.workers.evaluate_gguf with no file named)."""
-    if config.settings.evaluator == "llama.cpp":
-        return "engine.workers.evaluate_gguf", {"config": config.model_dump()}  # GgufEvalConfig's own fields default
-    return "engine.workers.evaluate", {"config": config.model_dump()}
+def _module(settings: EvalSettings) -> str:
+    """The evaluation worker: transformers (engine.workers.evaluate), or llama.cpp on an f16 GGUF the worker converts
+    the model to (engine.workers.evaluate_gguf with no file named; GgufEvalConfig's own fields default)."""
+    return "engine.workers.evaluate_gguf" if settings.evaluator == "llama.cpp" else "engine.workers.evaluate"
 
 
 def _labelled(env: P.Envelope, label: str) -> P.Envelope:
@@ -96,26 +96,79 @@ def _labelled(env: P.Envelope, label: str) -> P.Envelope:
     return env
 
 
+@dataclass
+class Evaluation:
+    """One model's evaluation as a judgement uses it: its row and report, the seconds it took here and whether it
+    was reused (cached: the same set, settings and adapter)."""
+    row: EvalRow
+    report: EvalReport
+    seconds: float = 0.0
+    reused: bool = False
+
+
 def evaluate(store: Store, target: Target, evset: EvalSet, settings: EvalSettings | None = None,
              sink: Sink | None = None, force: bool = False, cancel: threading.Event | None = None
              ) -> tuple[EvalRow, EvalReport]:
     """The target's evaluation on `evset` (cached unless `force`); JudgeError with the worker's reason on failure,
     or when `cancel` is set (the worker is stopped; nothing is recorded)."""
+    done = evaluate_all(store, [target], evset, settings, sink, force, cancel)[0]
+    return done.row, done.report
+
+
+def evaluate_all(store: Store, targets: list[Target], evset: EvalSet, settings: EvalSettings | None = None,
+                 sink: Sink | None = None, force: bool = False, cancel: threading.Event | None = None
+                 ) -> list[Evaluation]:
+    """Each target's evaluation on `evset`, in order: the cached ones reused (unless `force`), the others in ONE
+    worker, one after another (its process start, imports and tokenizer paid once: most of a small model's
+    evaluation). A model evaluated before on a set that has grown since measures only what is new in it: the next
+    actions and loss examples it had are read from that evaluation's rows, by key. Each is recorded as it ends, so a
+    failure or cancel later keeps what finished; JudgeError then."""
     settings = settings or EvalSettings()
-    config = _config(target, evset, settings)
-    if not force and (row := cached_eval(store, target, evset.sha256, config.settings_sha256())) is not None:
-        return row, EvalReport.read(Path(row.report_path))
+    done: dict[int, Evaluation] = {}
+    todo: list[tuple[int, EvalConfig]] = []
+    for i, target in enumerate(targets):
+        config = _config(target, evset, settings)
+        if not force and (row := cached_eval(store, target, evset.sha256, config.settings_sha256())) is not None:
+            done[i] = Evaluation(row, EvalReport.read(Path(row.report_path)), reused=True)
+        else:
+            if not force and (prior := cached_eval(store, target, None, config.settings_sha256())) is not None:
+                config.reuse = str(Path(prior.report_path).parent)  # the set grew: what is still in it is reused
+            todo.append((i, config))
+    if todo:
+        _run(store, targets, todo, done, sink, cancel)
+    return [done[i] for i in range(len(targets))]
+
+
+def _run(store: Store, targets: list[Target], todo: list[tuple[int, EvalConfig]], done: dict[int, "Evaluation"],
+         sink: Sink | None, cancel: threading.Event | None) -> None:
+    """The uncached evaluations in one worker (`configs`: evaluated in turn, one `evaluated` envelope each)."""
+    settings = todo[0][1].settings
     if sink is not None:
-        sink(P.make(P.Log(message=f"evaluating {target.label} on {evset.name} through {settings.evaluator}")))
-    work = WorkerRun(store, *_worker(config))
+        names = ", ".join(c.label for _, c in todo)
+        sink(P.make(P.Log(message=f"evaluating {names} on {todo[0][1].eval_set} through {settings.evaluator}")))
+    work = WorkerRun(store, _module(settings), {"configs": [c.model_dump() for _, c in todo]})
+    started = [time.monotonic()]
+
+    def seen(env: P.Envelope) -> None:
+        n = len([i for i, _ in todo if i in done])
+        if n >= len(todo):
+            return
+        i, config = todo[n]
+        if sink is not None:
+            sink(_labelled(env, config.label))
+        if isinstance(env.body, P.Evaluated):
+            row, report = _record(store, targets[i], config, Path(env.body.path))
+            now = time.monotonic()
+            done[i] = Evaluation(row, report, seconds=round(now - started[0], 1))
+            started[0] = now
+
     try:
-        code = work.stream(None if sink is None else lambda env: sink(_labelled(env, target.label)), cancel)
-        if code is None:
-            raise JudgeError(f"the evaluation of {target.label} was cancelled", why="nothing was recorded")
-        made = work.result(P.Evaluated)
-        if made is None:
-            raise JudgeError(f"evaluating {target.label} failed", why=work.failure(code))
-        return _record(store, target, config, Path(made.path))
+        code = work.stream(seen, cancel)
+        missing = [config.label for i, config in todo if i not in done]
+        if code is None and missing:
+            raise JudgeError(f"the evaluation of {missing[0]} was cancelled", why="nothing was recorded for it")
+        if missing:
+            raise JudgeError(f"evaluating {missing[0]} failed", why=work.failure(code))
     finally:
         work.close()
 

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from sqlalchemy import func, select
 
 from app.core.base.schema import EvalRow, Promotion, VerdictRow
 from app.core.base.store import Store
 from app.core.judge import deployment, gate
-from app.core.judge.evaluate import Sink, choose_set, evaluate
+from app.core.judge.evaluate import Sink, choose_set, evaluate_all
 from app.core.judge.evidence import Evidence
 from app.core.judge.records import JudgeError, Target, thresholds
 from app.core.judge.report import EvalReport, EvalSettings, composite
@@ -50,14 +47,9 @@ def compare(store: Store, targets: list[Target], dataset: str | None = None, fil
         raise JudgeError("these checkpoints come from different base models",
                          why=", ".join(sorted({t.base_model for t in targets})), fix="compare within one base model")
     evset = choose_set(store, next((t for t in targets if not t.is_base), targets[0]), dataset, file)
-    out = [Compared(t, *evaluate(store, t, evset, settings, sink, cancel=cancel)) for t in targets]
+    done = evaluate_all(store, targets, evset, settings, sink, cancel=cancel)
+    out = [Compared(t, e.row, e.report) for t, e in zip(targets, done)]
     return sorted(out, key=lambda c: -c.score)
-
-
-def last_eval_id(store: Store) -> int:
-    """The newest evaluation recorded so far (one judged now at or below it was reused, not run)."""
-    with store.session() as s:
-        return s.scalar(select(func.max(EvalRow.id))) or 0
 
 
 def judge(store: Store, target: Target, dataset: str | None = None, file: str | None = None,
@@ -68,22 +60,16 @@ example by example: each evaluation's per-example files beside its report)."""
     if target.is_base:
         raise JudgeError("the base model is not a candidate", fix="name a checkpoint; roll back to return to the base")
     evset = choose_set(store, target, dataset, file)
-    evaluated: dict[str, dict] = {}
-
-    def timed(name: str, who: Target):
-        started, known = time.monotonic(), last_eval_id(store)
-        row, report = evaluate(store, who, evset, settings, sink, cancel=cancel)
-        evaluated[name] = {"seconds": round(time.monotonic() - started, 1), "reused": row.id <= known,
-                           "worker_s": report.elapsed_s}
-        return row, report
-
-    cand_row, cand = timed("candidate", target)
-    base_row, base = timed("base", Target(target.base_model))
-    reports = {"candidate": cand, "base": base}
     dep = deployment.deployed_target(store, target.base_model)
-    dep_row = None
+    who = {"candidate": target, "base": Target(target.base_model)}
     if dep is not None and dep.id != target.id:
-        dep_row, reports["deployed"] = timed("deployed", dep)
+        who["deployed"] = dep
+    done = dict(zip(who, evaluate_all(store, list(who.values()), evset, settings, sink, cancel=cancel)))
+    evaluated = {name: {"seconds": e.seconds, "reused": e.reused, "worker_s": e.report.elapsed_s}
+                 for name, e in done.items()}
+    reports = {name: e.report for name, e in done.items()}
+    cand_row, base_row = done["candidate"].row, done["base"].row
+    dep_row = done["deployed"].row if "deployed" in done else None
     th = thresholds(store)
     evidence = {name: Evidence.read(Path(row.report_path)) for name, row in
                 (("candidate", cand_row), ("base", base_row), ("deployed", dep_row)) if row is not None}

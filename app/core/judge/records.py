@@ -157,10 +157,13 @@ def _has_evidence(report: Path) -> bool:
     return fmt >= FORMAT and report.with_name(LOSSES).is_file()
 
 
-def cached_eval(store: Store, target: Target, eval_set_sha256: str, settings_sha256: str) -> EvalRow | None:
+def cached_eval(store: Store, target: Target, eval_set_sha256: str | None, settings_sha256: str) -> EvalRow | None:
+    """The target's newest evaluation with these settings on this held-out set (None: on any set — what an
+    evaluation of a grown set reuses example by example), with its per-example evidence and the same adapter."""
     with store.session() as s:
-        q = select(EvalRow).where(EvalRow.eval_set_sha256 == eval_set_sha256,
-                                  EvalRow.settings_sha256 == settings_sha256, EvalRow.base_model == target.base_model)
+        q = select(EvalRow).where(EvalRow.settings_sha256 == settings_sha256, EvalRow.base_model == target.base_model)
+        if eval_set_sha256 is not None:
+            q = q.where(EvalRow.eval_set_sha256 == eval_set_sha256)
         q = q.where(EvalRow.checkpoint_id.is_(None)) if target.is_base else q.where(
             EvalRow.checkpoint_id == target.id)
         row = s.scalar(q.order_by(EvalRow.id.desc()))

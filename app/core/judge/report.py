@@ -7,8 +7,8 @@ report.json for the gate's paired statistics:
   held-out session it comes from ("" when the record names none; absent in files written before), "nll": summed NLL
   of its assistant tokens, "tokens": their number}; the rows sum to the report's loss (sum nll / sum tokens).
 - `generations.jsonl`, one row per held-out next action: {"key": the context's key, "session_id", "turn", "prompt",
-  "teacher", "student", "outcome", "why", "reward", "attempted": tool-call blocks the answer wrote, "valid": those that
-  parse and match their tool}; agreement = outcome "agree", validity = sum valid / sum attempted."""
+  "teacher", "student", "finished": whether the answer ended (absent in files written before), "outcome", "why",
+  "reward", "attempted": tool-call blocks the answer wrote, "valid": those that parse and match their tool}; agreement = outcome "agree", validity = sum valid / sum attempted."""
 from __future__ import annotations
 
 import hashlib
@@ -93,6 +93,8 @@ class EvalReport(BaseModel):
     gguf_sha256: str | None = None
     tokenization_matched: int | None = None  # loss examples llama.cpp tokenises exactly as the HF tokenizer does
     prompts_matched: int | None = None  # next-action prompts the GGUF's template renders exactly as training
+    reused_contexts: int = 0  # next actions and loss examples taken from an earlier evaluation of the same model
+    reused_examples: int = 0  # and settings on the set before it grew (EvalConfig.reuse), not measured again
 
     @model_validator(mode="before")
     @classmethod

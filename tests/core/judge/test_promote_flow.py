@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main as cli
+from app.core.base import protocol as P
 from app.core.judge import promote as J
 from app.core.judge.lineage import lineage
 from app.core.judge.deployment import deployed
@@ -38,8 +39,13 @@ def test_promote_lineage_refuse_and_roll_back(store, manager, agent_dir, agent_m
     model = str(agent_model)
     # A cycle that learned nothing (a vanishing learning rate): no evidence it is better than the base, not promoted.
     idle = train(manager, Path(ds.path) / "train.jsonl", agent_model, learning_rate=1e-9, max_steps=10)
-    unsure, none = J.promote(store, resolve(store, idle.id), settings=SETTINGS)
+    seen = []
+    unsure, none = J.promote(store, resolve(store, idle.id), settings=SETTINGS, sink=seen.append)
     assert unsure.verdict.verdict == "inconclusive" and none is None, unsure.verdict.reasons
+    made = [e for e in seen if isinstance(e.body, P.Evaluated)]  # the candidate, then the base: one worker for both
+    assert [e.body.label for e in made] == [unsure.target.label, "base"] and len({e.job for e in made}) == 1
+    assert not any(e["reused"] for e in unsure.evaluated.values()) and all(e["seconds"] > 0 for e in
+                                                                           unsure.evaluated.values())
     assert deployed(store, model) is None and all(c.ok and c.status != "improved" for c in unsure.verdict.checks)
     assert any("no primary metric" in n for n in unsure.verdict.notes)
     assert all("95 % CI" in c.text for c in unsure.verdict.checks)
