@@ -2,8 +2,9 @@
 segment over closing the call writes `go/go/go/…` until the token limit, an unclosed tag the judge counts invalid
 (validity drops below the base's); decoded as served — the repetition penalty over the last generated tokens
 (app/core/judge/decoding.py, transformers' mirror of llama.cpp's) — the same student closes its call and its validity
-is the base's. The looping student is a stand-in (a fixed table of next-token logits: a trained model that loops needs
-minutes of training), named as such; the penalty, the stop at the closing tag and the judge are the real ones."""
+is the base's. The looping student is a stand-in (a fixed table of next-token logits: the rule in isolation, in
+milliseconds), named as such; the penalty, the stop at the closing tag and the judge are the real ones. The same with a
+student really trained and judged by the evaluation worker: test_validity_loops_trained.py."""
 from __future__ import annotations
 
 import pytest
