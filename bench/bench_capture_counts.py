@@ -34,7 +34,7 @@ def main() -> None:
         with store.session() as db:
             source = dict(db.execute(select(AgentSession.id, AgentSession.source_path)).all())
             for row in db.scalars(select(MessageRow)):
-                calls = sum(p.kind == "tool_call" for p in parts_of(row.parts_json))
+                calls = sum(p.kind == "tool_call" for p in parts_of(row))
                 per[source[row.session_id]][0 if row.branch == 0 else 1] += calls
         store.close()
     with (FOLDER / "MANIFEST.tsv").open(encoding="utf-8") as fh:

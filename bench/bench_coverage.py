@@ -30,7 +30,7 @@ def stored_calls(store) -> dict[str, set[str]]:
     out: dict[str, set[str]] = defaultdict(set)
     with store.session() as s:
         for row in s.scalars(select(MessageRow).where(MessageRow.branch == 0, MessageRow.role == "assistant")):
-            for i, p in enumerate(q for q in parts_of(row.parts_json) if q.kind == "tool_call"):
+            for i, p in enumerate(q for q in parts_of(row) if q.kind == "tool_call"):
                 out[row.session_id].add(p.call_id or f"call_{i}")
     return out
 

@@ -153,7 +153,7 @@ class CaptureQueries:
             query = select(MessageRow).where(MessageRow.session_id == session_id)
             query = query.where(MessageRow.branch == branch) if branch is not None else query
             rows = db.scalars(query.order_by(MessageRow.branch, MessageRow.seq)).all()
-        return [TranscriptMessage(r.branch, r.seq, r.role, r.timestamp, parts_of(r.parts_json),
+        return [TranscriptMessage(r.branch, r.seq, r.role, r.timestamp, parts_of(r),
                                   bool(r.compact_summary), bool(r.meta)) for r in rows]
 
     def quarantine(self, limit: int = 500) -> list[QuarantineItem]:

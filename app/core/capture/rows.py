@@ -1,10 +1,18 @@
-"""A parsed (and scrubbed) Session as rows for the sessions and messages tables, signals included."""
+"""A parsed (and scrubbed) Session as rows for the sessions and messages tables, signals included; the one codec of
+a message's parts (`pack_parts` writes them zlib-compressed in `parts_z`, `parts_of` / `parts_text` read either form).
+
+The parts are 70-90 % of a store's bytes (bench/README.md "Space"), so they are kept compressed: `parts_z` holds the
+zlib (level 1) of their compact JSON and `parts_json` is emptied. Rows written before migration 0014 had their JSON in
+`parts_json` and no `parts_z`; 0014 converts them, and the readers still take that form (a team member's payload, a
+row a test or an older tool wrote). What travels between a member and the team server stays the JSON text
+(`team/wire`), so the wire and its content sha are those of before 0014."""
 from __future__ import annotations
 
 import hashlib
 import itertools
 import json
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -60,7 +68,7 @@ def _message_rows(sid: str, session: Session) -> Iterator[dict]:
 def _message_row(sid: str, branch: int, seq: int, m: Message) -> dict:
     tools = ",".join(p.tool_name or "?" for p in m.parts if p.kind == "tool_call")
     return dict(session_id=sid, branch=branch, seq=seq, role=m.role, text=m.text,
-                parts_json=_dumps([_part(p) for p in m.parts]), tools=tools,
+                **pack_parts([_part(p) for p in m.parts]), tools=tools,
                 is_error=int(any(p.is_error for p in m.parts)), timestamp=m.timestamp, model=m.model,
                 compact_summary=int(m.compact_summary), meta=int(m.meta), line=m.line)
 
@@ -74,18 +82,48 @@ def _part(p: Part) -> dict[str, Any]:
     return out
 
 
-def _dumps(value: Any) -> str:
-    """orjson (several times faster); the standard encoder for what orjson refuses (e.g. integers over 64 bits)."""
+LEVEL = 1  # zlib level: 0.35-0.44 of the JSON's size at ~80 MB/s; higher levels gain a few % for several times the time
+
+
+def pack_parts(parts: list[dict[str, Any]] | str) -> dict[str, Any]:
+    """The message row's columns for its parts (compact dicts, or their JSON text as an older payload carries it):
+    `parts_z` the zlib of the JSON, `parts_json` emptied."""
+    data = parts.encode() if isinstance(parts, str) else _dumps(parts)
+    return {"parts_json": "", "parts_z": zlib.compress(data, LEVEL)}
+
+
+def _dumps(value: Any) -> bytes:
+    """orjson (several times faster); the standard encoder for what orjson refuses (integers over 64 bits, a lone
+    surrogate): ASCII, so any str encodes."""
     try:
-        return orjson.dumps(value).decode()
+        return orjson.dumps(value)
     except TypeError:
-        return json.dumps(value, ensure_ascii=False)
+        return json.dumps(value).encode()
 
 
-def parts_of(parts_json: str) -> list[Part]:
-    """Back from the stored JSON to Parts (for the transcript viewer and dataset building)."""
+def _raw(row: Any) -> bytes | str:
+    """A message row's parts JSON, either form: `parts_z` decompressed, or the `parts_json` of a row from before 0014
+    (any object with both attributes, or a mapping with both keys: an ORM row, a Row, a dict)."""
+    if isinstance(row, Mapping):
+        packed, plain = row.get("parts_z"), row.get("parts_json")
+    else:
+        packed, plain = row.parts_z, row.parts_json
+    if packed is not None:
+        return zlib.decompress(packed)
+    return plain or "[]"
+
+
+def parts_text(row: Any) -> str:
+    """A message row's parts as the JSON text (what the team wire carries)."""
+    raw = _raw(row)
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def parts_of(row: Any) -> list[Part]:
+    """A message row's Parts (for the transcript viewer and dataset building), from either form (`_raw`)."""
+    # the standard decoder: orjson's turns an integer over 64 bits into a float
     return [Part(d.get("k", "text"), d.get("t", ""), d.get("n"), d.get("i"), d.get("c"), bool(d.get("e")))
-            for d in json.loads(parts_json or "[]")]
+            for d in json.loads(_raw(row))]
 
 
 def _title(session: Session) -> str:

@@ -99,7 +99,7 @@ def conversation(session: Any, rows: list[Any], thinking: bool = True, max_tool_
     names: dict[str, str] = {}
     used: list[str] = []
     for row in rows:
-        parts = parts_of(row.parts_json)
+        parts = parts_of(row)
         if row.meta:
             continue
         if row.role == "assistant":

@@ -137,13 +137,13 @@ def answered(store: Store, wanted: set[str], since: datetime):
         return
     with store.session() as s:
         for sid, seq, key, stamp, started in hits:
-            after = s.execute(select(MessageRow.role, MessageRow.parts_json)
+            after = s.execute(select(MessageRow.role, MessageRow.parts_json, MessageRow.parts_z)
                               .where(MessageRow.session_id == sid, MessageRow.branch == 0, MessageRow.seq > seq,
                                      MessageRow.meta == 0).order_by(MessageRow.seq).limit(1)).first()
             at = _when(stamp) or _when(started)
             if after is None or after.role != "assistant" or at is None:
                 continue
-            msg = teacher_message(parts_of(after.parts_json))
+            msg = teacher_message(parts_of(after))
             if msg["content"] or msg.get("tool_calls"):
                 yield sid, at, key, msg
 

@@ -1,4 +1,9 @@
-"""How a stored session travels: a member's session tree as a JSON payload (key + content sha256), and its write."""
+"""How a stored session travels: a member's session tree as a JSON payload (key + content sha256), and its write.
+
+A message's parts travel as their JSON text in `parts_json` (`capture/rows.parts_text`), as before migration 0014
+compressed them in the store: the payload is gzip'ed whole anyway, a payload's sha stays that of its content (so an
+upgrade ships nothing again), and members and servers of either version read each other's payloads. Each side
+compresses or expands at its store (`rows.pack_parts` / `rows.parts_text`)."""
 from __future__ import annotations
 
 import gzip
@@ -10,9 +15,10 @@ from sqlalchemy import delete, insert, select
 
 from app.core.base.schema import AgentSession, MessageRow, utcnow
 from app.core.base.store import Store
+from app.core.capture.rows import pack_parts, parts_text
 
 SKIP_SESSION = {"updated_at", "member"}
-SKIP_MESSAGE = {"id"}
+SKIP_MESSAGE = {"id", "parts_z"}  # the parts travel as their JSON text in parts_json
 
 
 def payload(store: Store, key: str) -> dict[str, Any] | None:
@@ -26,7 +32,7 @@ def payload(store: Store, key: str) -> dict[str, Any] | None:
         msgs = conn.execute(select(MessageRow.__table__).where(MessageRow.session_id.in_(ids)).order_by(
             MessageRow.session_id, MessageRow.branch, MessageRow.seq)).mappings().all()
     sessions = [{k: v for k, v in r.items() if k not in SKIP_SESSION} for r in rows]
-    messages = [{k: v for k, v in m.items() if k not in SKIP_MESSAGE} for m in msgs]
+    messages = [{**{k: v for k, v in m.items() if k not in SKIP_MESSAGE}, "parts_json": parts_text(m)} for m in msgs]
     body = {"sessions": sessions, "messages": messages}
     return {"key": key, "sha256": content_sha(body), **body}
 
@@ -70,13 +76,15 @@ def store_payload(store: Store, member: str, data: dict[str, Any]) -> int:
         raise ValueError(f"session {key}: the payload lacks its top-level row")
     if any(m["session_id"] not in known for m in messages):
         raise ValueError(f"session {key}: a message names a session outside the payload")
+    if any(not isinstance(m.get("parts_json") or "", str) for m in messages):
+        raise ValueError(f"session {key}: a message's parts_json is not JSON text")
     columns = set(AgentSession.__table__.columns.keys()) - SKIP_SESSION
     msg_columns = set(MessageRow.__table__.columns.keys()) - SKIP_MESSAGE
     root, now = server_id(member, key), utcnow()
     new_sessions = [{**{k: v for k, v in s.items() if k in columns}, "id": server_id(member, s["id"]),
                      "parent_id": server_id(member, s["parent_id"]) if s.get("parent_id") else None,
                      "member": member, "updated_at": now} for s in sessions]
-    new_messages = [{**{k: v for k, v in m.items() if k in msg_columns},
+    new_messages = [{**{k: v for k, v in m.items() if k in msg_columns}, **pack_parts(m.get("parts_json") or "[]"),
                      "session_id": server_id(member, m["session_id"])} for m in messages]
     with store.engine.begin() as conn:
         old = [r[0] for r in conn.execute(select(AgentSession.id).where(

@@ -14,7 +14,10 @@ from sqlalchemy.exc import IntegrityError
 
 from app.core.base.schema import (CheckpointRow, CycleRow, Deployment, EvalRow, ExportRow, Job, MessageRow, Promotion,
                                   Run, AgentSession, Setting, VerdictRow)
+from app.core.capture.rows import pack_parts, parts_of
 from tests.pg import ANY_STORE, any_store  # noqa: F401 - fixture (pg_server, pg_url: tests/conftest.py)
+
+PARTS_OLD = '[{"k":"tool_call","n":"Bash","i":{"command":"ls"},"c":"call_1"}]'  # a row written before 0014
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -237,10 +240,12 @@ def populated(store) -> None:
             s.add(AgentSession(id=f"sess-{i}", agent="claude", native_id=f"n{i}", source_path=f"/a/{i}.jsonl",
                                messages=2, title=f"session {i} — ünïcode"))
         s.flush()
-        for i in range(3):
+        for i in range(3):  # the parts compressed (bytes: bytea on PostgreSQL), and one row of the old form
             for j in range(2):
+                parts = {"parts_json": PARTS_OLD} if (i, j) == (2, 1) else pack_parts(
+                    [{"k": "text", "t": f"message {j} of {i} — ünïcode \x1c\x1d\x1e"}] * j)
                 s.add(MessageRow(session_id=f"sess-{i}", seq=j, role="user" if j == 0 else "assistant",
-                                 text=f"message {j} of {i}", parts_json="[]"))
+                                 text=f"message {j} of {i}", **parts))
         s.add(CycleRow(base_model="default", stage="building", state="done", outputs_json='{"building": {}}'))
     settings.put(store, "school.policy", {"min_sessions": 3})
 
@@ -260,7 +265,13 @@ def test_store_migrate_moves_a_populated_solo_store_to_postgresql(ns_home, pg_ur
     for table, n in (("messages", 6), ("sessions", 3), ("promotions", 1), ("settings", 1), ("cycles", 1)):
         assert any(line.split()[:3] == [table, str(n), str(n)] and line.endswith("ok") for line in said.splitlines()), \
             (table, said)
-    team = Store(pg_url)
+    team, solo = Store(pg_url), Store()
+    with solo.session() as s, team.session() as t:  # the parts read the same, either form
+        mine = [parts_of(r) for r in s.scalars(select(MessageRow).order_by(MessageRow.id))]
+        theirs = t.scalars(select(MessageRow).order_by(MessageRow.id)).all()
+        assert [parts_of(r) for r in theirs] == mine and mine[1][0].text == "message 1 of 0 — ünïcode \x1c\x1d\x1e"
+        assert mine[5][0].tool_name == "Bash" and theirs[5].parts_z is None and isinstance(theirs[1].parts_z, bytes)
+    solo.close()
     with team.session() as s:  # ids go on after the copied ones
         s.add(MessageRow(session_id="sess-0", seq=9, role="user", text="after the move", parts_json="[]"))
         s.flush()

@@ -101,6 +101,8 @@ def old_ingest(engine, spelling: Path) -> str:
     Scrubber(home="/home/me").session(session)
     sid = session_key("claude-code", main)
     sessions, messages = rows.session_rows(sid, session)
+    messages = [{**{k: v for k, v in m.items() if k != "parts_z"}, "parts_json": rows.parts_text(m)}
+                for m in messages]  # the parts as JSON text (0014 compresses them)
     counts = {f: _counts("claude-code", s) for f, s in _group_files(main, session).items()}
     with engine.begin() as conn:
         conn.execute(insert(AgentSession), sessions)
@@ -173,6 +175,7 @@ def test_upgrade_merges_the_duplicates_old_versions_stored(ns_home, tmp_path, co
     assert one(con, "select messages from sessions where id = ?", ids["live"]) == 4
     assert one(con, "select count(*) from messages") == messages_before - 3 - 2  # the dropped copies' messages
     assert one(con, "select count(*) from messages where session_id not in (select id from sessions)") == 0
+    assert one(con, "select count(*) from messages where parts_z is null or parts_json != ''") == 0  # 0014
     paths = [r[0] for r in con.execute("select path from capture_files order by path")]
     assert len(paths) == 5 and all(Path(p).resolve() == Path(p) for p in paths)
     assert one(con, "select session_id from capture_files where path like ?", f"%/backup/{LIVE}.jsonl") == ids["live"]

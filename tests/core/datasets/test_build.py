@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import zlib
 from pathlib import Path
 
 from app.core.datasets.catalog import Registry
@@ -106,10 +107,10 @@ def test_planted_leakage_and_secret_are_caught_and_reported(store, agent_dir, bu
     ingest(store, agent_dir)
     secret = "AKIAIOSFODNN7EXAMPLE"  # a session stored before a rule existed: capture's scrub never saw it
     con = sqlite3.connect(ns_home / "nightschool.db")
-    row = con.execute("select id, parts_json from messages where role='tool' order by id limit 1").fetchone()
-    con.execute("update messages set parts_json=? where id=?",
-                (row[1].replace("4 passed", f"aws_access_key_id={secret}").replace(
-                    '"t":"', f'"t":"key {secret} ', 1), row[0]))
+    row = con.execute("select id, parts_z from messages where role='tool' order by id limit 1").fetchone()
+    con.execute("update messages set parts_z=? where id=?",
+                (zlib.compress(zlib.decompress(row[1]).decode().replace("4 passed", f"aws_access_key_id={secret}")
+                               .replace('"t":"', f'"t":"key {secret} ', 1).encode()), row[0]))
     con.commit()
     con.close()
 

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from app.core.base.paths import CODE_ROOT
 from app.core.base.schema import AgentSession, MessageRow
 from app.core.base.store import Store
+from app.core.capture.rows import parts_text
 from app.core.team import member as team_member
 from tests.core.datasets.helpers import ingest, write_session
 
@@ -125,6 +126,7 @@ def server_rows(server: Server) -> tuple[list, list]:
     try:
         with store.engine.connect() as conn:
             return (conn.execute(select(AgentSession.id, AgentSession.member)).all(),
-                    conn.execute(select(MessageRow.text, MessageRow.parts_json)).all())
+                    [(r.text, parts_text(r)) for r in conn.execute(
+                        select(MessageRow.text, MessageRow.parts_json, MessageRow.parts_z))])
     finally:
         store.close()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.base.schema.base import Base, utcnow
@@ -115,7 +115,8 @@ class MessageRow(Base):
     seq: Mapped[int] = mapped_column(Integer)
     role: Mapped[str] = mapped_column(String(12))
     text: Mapped[str] = mapped_column(Text, default="")
-    parts_json: Mapped[str] = mapped_column(Text, default="[]")
+    parts_json: Mapped[str] = mapped_column(Text, default="[]")  # "" where parts_z holds them (capture/rows)
+    parts_z: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)  # zlib of the parts JSON (0014)
     tools: Mapped[str] = mapped_column(Text, default="")  # tool names called, comma separated
     is_error: Mapped[bool] = mapped_column(Integer, default=0)
     timestamp: Mapped[str | None] = mapped_column(String(40), nullable=True)

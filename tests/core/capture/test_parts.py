@@ -1,0 +1,108 @@
+"""A message's parts stored compressed (`capture/rows.pack_parts`, `messages.parts_z`): the round trip, a row of the
+old form (`parts_json` only) still read, and migration 0014 on a store with rows, on SQLite and PostgreSQL."""
+from __future__ import annotations
+
+import importlib
+import json
+import zlib
+from types import SimpleNamespace
+
+from sqlalchemy import inspect, select, text
+
+from app.core.base.schema import AgentSession, MessageRow
+from app.core.capture.queries import CaptureQueries
+from app.core.capture.rows import _part, pack_parts, parts_of, parts_text
+from app.core.capture.session import Part
+from tests.pg import ANY_STORE, any_store  # noqa: F401 - fixture
+
+ODD = "naïve 日本語 🙂 \x1c\x1d\x1e \u2028\u2029 \x85 \x00 tab\t \"quoted\" \\ back"
+PARTS = [
+    [],
+    [Part("text", ODD)],
+    [Part("thinking", "hmm " * 50), Part("tool_call", "", "Bash", {"command": "ls 日本", "n": 2**70}, "call_1")],
+    [Part("tool_result", "line1\nline2\x1e", None, None, "call_1", True)],
+    [Part("text", "lone \ud83d half of a pair")],  # orjson refuses it: the standard encoder's ASCII form
+    [Part("text", "x" * 200_000)],
+]
+
+
+def row_of(parts: list[Part]) -> SimpleNamespace:
+    return SimpleNamespace(**pack_parts([_part(p) for p in parts]))
+
+
+def test_parts_round_trip_compressed():
+    for parts in PARTS:
+        row = row_of(parts)
+        assert row.parts_json == "" and isinstance(row.parts_z, bytes)
+        assert parts_of(row) == parts
+        assert parts_of({"parts_json": row.parts_json, "parts_z": row.parts_z}) == parts  # a mapping reads too
+        assert [Part(d.get("k"), d.get("t", ""), d.get("n"), d.get("i"), d.get("c"), bool(d.get("e")))
+                for d in json.loads(parts_text(row))] == parts
+    big = row_of(PARTS[-1])
+    assert len(big.parts_z) < 2_000  # 200 kB of one character
+
+
+def test_a_row_of_the_old_form_is_still_read():
+    for parts in PARTS[:-2]:
+        plain = json.dumps([_part(p) for p in parts], ensure_ascii=False)
+        old = SimpleNamespace(parts_json=plain, parts_z=None)
+        assert parts_of(old) == parts and parts_text(old) == plain
+        assert SimpleNamespace(**pack_parts(plain)).parts_z == zlib.compress(plain.encode(), 1)  # the wire's text
+    assert parts_of(SimpleNamespace(parts_json="", parts_z=None)) == []  # an emptied or missing value: no parts
+
+
+def _session(s, sid: str) -> None:
+    s.add(AgentSession(id=sid, agent="claude", native_id=sid, source_path=f"/a/{sid}.jsonl", messages=len(PARTS)))
+    s.flush()
+
+
+@ANY_STORE
+def test_stored_rows_of_both_forms_read_back(any_store):
+    with any_store.session() as s:
+        _session(s, "sess-1")
+        for seq, parts in enumerate(PARTS):
+            s.add(MessageRow(session_id="sess-1", seq=seq, role="assistant", text="",
+                             **pack_parts([_part(p) for p in parts])))
+        s.add(MessageRow(session_id="sess-1", seq=len(PARTS), role="user", text="old",
+                         parts_json=json.dumps([_part(p) for p in PARTS[1]], ensure_ascii=False)))
+    got = CaptureQueries(any_store).transcript("sess-1")
+    assert [m.parts for m in got] == [*PARTS, PARTS[1]]
+
+
+@ANY_STORE
+def test_migration_0014_compresses_existing_rows_and_its_downgrade_restores_them(any_store):
+    """Down to 0013, rows of the old form written there (more than one batch), up again: every row compressed and
+    read the same; down again: the JSON text back, byte for byte."""
+    from alembic import command
+
+    from app.core.base.store import alembic_config
+
+    mig = importlib.import_module("app.core.base.migrations.versions.0014_parts_compressed")
+    cfg = alembic_config(any_store.url)
+    with any_store.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0013")
+    texts = [json.dumps([_part(p) for p in PARTS[i % 4]], ensure_ascii=False) for i in range(mig.BATCH + 7)]
+    texts[3] = "[]"
+    with any_store.engine.begin() as conn:
+        conn.execute(text("INSERT INTO sessions (id, agent, native_id, source_path, updated_at, messages) VALUES "
+                          "('sess-1', 'claude', 'n1', '/a/s.jsonl', :t, 1)"), {"t": "2026-01-01 00:00:00"})
+        conn.execute(text("INSERT INTO messages (session_id, seq, role, text, parts_json) VALUES "
+                          "('sess-1', :seq, 'assistant', '', :p)"), [{"seq": i, "p": p} for i, p in enumerate(texts)])
+    with any_store.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+    with any_store.session() as s:
+        rows = s.scalars(select(MessageRow).order_by(MessageRow.seq)).all()
+        assert len(rows) == len(texts) and all(r.parts_json == "" and r.parts_z for r in rows)
+        assert [parts_text(r) for r in rows] == texts
+        assert [parts_of(r) for r in rows[:4]] == PARTS[:3] + [[]]
+    with any_store.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0013")
+    with any_store.engine.connect() as conn:
+        assert [r[0] for r in conn.execute(text("SELECT parts_json FROM messages ORDER BY seq"))] == texts
+        assert "parts_z" not in [c["name"] for c in inspect(conn).get_columns("messages")]
+    with any_store.engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
