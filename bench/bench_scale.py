@@ -4,7 +4,8 @@ into the store (not by ingesting 20 GB), each already learned from by a cycle, p
     .venv/bin/python -m bench.bench_scale [--sizes 1000,10000,100000] [--new 50] [--keep DIR]
 
 For each size: an incremental build of the 50 new sessions (the real builder in-process, a small BPE tokenizer),
-`school status` (School.status: the new-sessions count, readiness), the contradiction scan (20 recorded answers
+`school status` (School.status: the new-sessions count, readiness; its first look after the cycle learned apart,
+then the best of 3), the contradiction scan (20 recorded answers
 whose requests a captured session answered), the Capture tab's reads (totals, the per-day chart's 90 days,
 projects, tools, the newest 200 sessions, the quarantine), the Datasets tab's reads (the built datasets, the
 sessions stored), the Experience tab's reads, and `capture status --json`. The goal is a flat line: the 100 000
@@ -136,6 +137,7 @@ def measure(corpus: Corpus, renderer, tmp: Path, new: int) -> dict[str, float]:
     made = json.loads((target / "manifest.json").read_text())
     out["  sessions built"] = len(made.get("sessions", []))
     school = School(store)
+    out["school status, first"] = timed(school.status)  # the first look after a cycle learned (a recount)
     out["school status"] = timed(school.status, 3)
     out["  new sessions"] = school.status()["next"]["new_sessions"]
     out["contradiction scan"] = timed(lambda: scan(store), 3)
