@@ -121,12 +121,13 @@ class Steps:
         return kind
 
 
-@pytest.mark.parametrize("margin", [timedelta(0), newcount.MARGIN])
+@pytest.mark.parametrize(("margin", "advance"), [(timedelta(0), 10**9), (timedelta(0), 2), (newcount.MARGIN, 2)])
 @pytest.mark.parametrize("seed", [7, 2026])
-def test_the_kept_count_equals_the_full_count_after_every_change(store, monkeypatch, seed, margin):
-    """margin 0: every session stored before a recount is below the watermark (the cached side is exercised);
-    the real margin: the sessions of the last minutes stay above it."""
+def test_the_kept_count_equals_the_full_count_after_every_change(store, monkeypatch, seed, margin, advance):
+    """margin 0: every session stored before a recount is below the watermark (the kept side is exercised);
+    the real margin: the sessions of the last minutes stay above it. advance 2: looks move the watermark up."""
     monkeypatch.setattr(newcount, "MARGIN", margin)
+    monkeypatch.setattr(newcount, "ADVANCE", advance)
     recounts = []
     recount = newcount._recount
     monkeypatch.setattr(newcount, "_recount", lambda *a: recounts.append(a[1]) or recount(*a))
@@ -199,3 +200,21 @@ def test_a_session_prepared_before_a_recount_and_stored_after_it_is_counted(stor
     assert new_sessions(store, "default") == 1
     stored(store, "s1", at=utcnow() - newcount.MARGIN / 2)
     assert new_sessions(store, "default") == 2 == full_count(store, "default")
+
+
+def test_a_look_moves_the_watermark_up(store, monkeypatch):
+    """Sessions pile up above the watermark (no cycle learns): a look counts them once into the kept count."""
+    monkeypatch.setattr(newcount, "MARGIN", timedelta(0))
+    monkeypatch.setattr(newcount, "ADVANCE", 3)
+    stored(store, "s0")
+    assert new_sessions(store, "default") == 1
+    first = settings.get(store, newcount.key("default"))
+    for i in range(1, 4):
+        stored(store, f"s{i}", subagents=1)
+    assert new_sessions(store, "default") == 4  # 6 sessions above the watermark: it moves
+    moved = settings.get(store, newcount.key("default"))
+    assert moved["watermark"] > first["watermark"] and (moved["below"], moved["count"]) == (7, 4)
+    with store.session() as s:
+        s.merge(SessionMark(session_id="s2", weight=0.0))
+    stored(store, "s3")  # stored again from below the new watermark
+    assert new_sessions(store, "default") == 3 == full_count(store, "default")

@@ -7,9 +7,11 @@ datasets it was counted with (id, learned or not). A look checks, in one stateme
 W still number `below` (a deleted or re-stored one has left: a re-stored one is above W now, counted once there),
 then counts the sessions above W (range of ix_sessions_updated_at) and the bad marks below W (one probe per bad
 mark), so marks are no dependency. Any change (a dataset registered or learned from, a session gone or re-stored
-from below W) recounts everything once and moves W. What the count cannot see: a session written below W (an old
-`updated_at`, or prepared more than MARGIN before a recount and committed after it) at the same moment as another
-below W goes."""
+from below W) recounts everything once and sets W to the clock less MARGIN; a look moves W up to there once ADVANCE
+sessions lie between (probing just those). MARGIN keeps the sessions of the last minutes above W: one prepared
+before a recount and committed after it is not missed below W, and an active session stored again and again does
+not recount each time. What the count cannot see: a session written below W (an `updated_at` older than MARGIN: no
+writer of the app dates one back) while, between the same two looks, as many below W go."""
 from __future__ import annotations
 
 import hashlib
@@ -27,6 +29,7 @@ from app.core.runtime.school import cycles
 
 KEY = "school.new_sessions."  # + 32 hex of the base model's sha256 (settings keys hold 60 characters)
 MARGIN = timedelta(minutes=10)  # W lags the clock: a session prepared before a recount, committed after, is above W
+ADVANCE = 500  # a look moves W up (to the clock less MARGIN) once this many sessions lie between
 
 
 def key(base_model: str) -> str:
@@ -49,10 +52,14 @@ def new_sessions(store: Store, base_model: str) -> int:
     learned, deps = used_datasets(store, base_model)
     kept = settings.get(store, key(base_model))
     if isinstance(kept, dict) and kept.get("datasets") == deps:
-        since, used = datetime.fromisoformat(kept["watermark"]), Registry(store).used_clause(base_model, learned)
+        since, later = datetime.fromisoformat(kept["watermark"]), utcnow() - MARGIN
+        used = Registry(store).used_clause(base_model, learned)
         with store.session() as s:
-            below, bad, fresh = s.execute(select(_below(since), _bad(since, used), _fresh(since, used))).one()
+            below, bad, fresh, passed = s.execute(select(_below(since), _bad(since, used), _fresh(since, used),
+                                                         _below(later, since))).one()
         if below == kept["below"] and used_datasets(store, base_model)[1] == deps:  # none changed meanwhile
+            if passed >= ADVANCE:
+                _advance(store, base_model, kept, later, used)
             return kept["count"] - bad + fresh
         learned, deps = used_datasets(store, base_model)
     return _recount(store, base_model, learned, deps)
@@ -65,23 +72,42 @@ def _recount(store: Store, base_model: str, learned: list[str], deps: list[list]
     with store.session() as s:
         below, count, bad, fresh = s.execute(select(_below(since), _unused(since, used), _bad(since, used),
                                                     _fresh(since, used))).one()
+    _keep(store, base_model, since, below, count, deps)
+    return count - bad + fresh
+
+
+def _advance(store: Store, base_model: str, kept: dict, later: datetime, used) -> None:
+    """Move the watermark up to `later`: the sessions stored between are counted once (one probe each) and join
+    the count below it, so a look keeps probing only the newest."""
+    since = datetime.fromisoformat(kept["watermark"])
+    with store.session() as s:
+        below, moved, count = s.execute(select(_below(since), _below(later, since), _unused(later, used, since))).one()
+    if below == kept["below"]:  # nothing below the old watermark went meanwhile
+        _keep(store, base_model, later, below + moved, kept["count"] + count, kept["datasets"])
+
+
+def _keep(store: Store, base_model: str, since: datetime, below: int, count: int, deps: list[list]) -> None:
     try:
         settings.put(store, key(base_model), {"watermark": since.isoformat(), "below": below, "count": count,
                                               "datasets": deps})
     except OperationalError:  # the store is busy or read-only: the count is right, the next look counts again
         pass
-    return count - bad + fresh
 
 
-def _below(since: datetime):
-    """Every session stored below W (a covering range of ix_sessions_updated_at)."""
-    return select(func.count()).select_from(AgentSession).where(AgentSession.updated_at < since).scalar_subquery()
+def _below(until: datetime, after: datetime | None = None):
+    """Every session stored below `until` (and at or after `after`): a covering range of ix_sessions_updated_at."""
+    return select(func.count()).select_from(AgentSession).where(*_stored(until, after)).scalar_subquery()
 
 
-def _unused(since: datetime, used):
-    """Top-level sessions below W in no used dataset, marks aside (the recount's probe over every one)."""
-    return select(func.count()).select_from(AgentSession).where(
-        AgentSession.updated_at < since, _root(), ~used).scalar_subquery()
+def _unused(until: datetime, used, after: datetime | None = None):
+    """Top-level sessions stored below `until` (and at or after `after`) in no used dataset, marks aside: one probe
+    per session."""
+    return select(func.count()).select_from(AgentSession).where(*_stored(until, after), _root(), ~used) \
+        .scalar_subquery()
+
+
+def _stored(until: datetime, after: datetime | None) -> list:
+    return [AgentSession.updated_at < until] + ([AgentSession.updated_at >= after] if after is not None else [])
 
 
 def _bad(since: datetime, used):
