@@ -7,12 +7,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import psutil
-from sqlalchemy import func, select
 
-from app.core.base.schema import AgentSession, SessionMark
 from app.core.base.store import Store
 from app.core.datasets.catalog import Registry
-from app.core.runtime.school import cycles
+from app.core.runtime.school import cycles, newcount
 from app.core.runtime.school.policy import Policy, in_window, next_window, paused
 from app.core.train.spec import DEFAULT_MODEL
 
@@ -40,12 +38,10 @@ def meaning(base_model: str) -> str:
 
 def new_sessions(store: Store, base_model: str) -> int:
     """New for the school: captured root sessions not marked bad, not held out, and in the train/val split of no
-    dataset a cycle of this base model trained on (by session id; the build also takes one that grew since)."""
-    used = Registry(store).used_clause(base_model, cycles.learned_from(store, base_model))
-    with store.session() as s:
-        bad = select(SessionMark.session_id).where(SessionMark.weight <= 0)
-        return s.scalar(select(func.count()).select_from(AgentSession).where(
-            AgentSession.parent_id.is_(None), AgentSession.id.not_in(bad), ~used)) or 0
+    dataset a cycle of this base model trained on (by session id; the build also takes one that grew since). Kept
+    below a watermark (`newcount`): a look costs the sessions stored since, not all of them, and always equals the
+    count over every stored session."""
+    return newcount.new_sessions(store, base_model)
 
 
 def teacher_idle(store: Store) -> str:
