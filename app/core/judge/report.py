@@ -22,6 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from app.core.base.files import atomic_write
+from app.core.judge.decoding import REPEAT_PENALTY
 
 REPORT = "report.json"
 LOSSES = "losses.jsonl"
@@ -66,7 +67,7 @@ class EvalSettings(BaseModel):
     # served form, minutes instead of tens of minutes); same cases, same judge, separate caches
     evaluator: Literal["transformers", "llama.cpp"] = "transformers"
     # decoding (app/core/judge/decoding.py, as served): repetition penalty over the last generated tokens (1.0: off)
-    repeat_penalty: float = Field(1.1, ge=1.0, le=2.0)
+    repeat_penalty: float = Field(REPEAT_PENALTY, ge=1.0, le=2.0)
 
 
 class EvalReport(BaseModel):
