@@ -1,9 +1,12 @@
 """Judge fixtures: the dataset fixtures (session folder, real builds), a built dataset with a held-out split."""
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from app.core.datasets.config import BuildConfig, Filters
+from tests.core.capture import helpers as capture_helpers
 from tests.core.datasets.conftest import agent_dir  # noqa: F401 - a fixture shared with the dataset tests
 from tests.core.datasets.helpers import ingest, write_session
 
@@ -49,6 +52,9 @@ def smollm2_folder(tmp_path_factory):
 
 
 def build_heldout(store, agent_dir, build_fn, sessions: int = 24, test_share: float = 0.3):  # noqa: F811
+    """The sessions' records are timestamped by one counter shared by every test (capture helpers' `_clock`): it starts
+    again here, so the same sessions, and the same held-out set, come out of any run, whatever ran before."""
+    capture_helpers._clock = itertools.count()
     for i in range(sessions):
         write_session(agent_dir, i, error_first=(i % 5 == 0))
     ingest(store, agent_dir)
