@@ -58,10 +58,11 @@ if str(ROOT) not in sys.path:
 
 # after the checkout joins sys.path:
 from bench.gpu.assets import model_folder, prepare_assets, records  # noqa: E402
-from bench.gpu.checks import check_enginenv, check_eval, check_park, check_plain, check_sft  # noqa: E402
+from bench.gpu.checks import (check_attention, check_enginenv, check_eval, check_park, check_plain,  # noqa: E402
+                              check_sft)
 from bench.gpu.probe import Failed, Gpu, Skip, child_env  # noqa: E402
 
-CHECKS = ("enginenv", "sft_lora", "sft_qlora", "plain_trl", "eval", "park")
+CHECKS = ("enginenv", "attention", "sft_lora", "sft_qlora", "plain_trl", "eval", "park")
 
 
 
@@ -100,8 +101,8 @@ def run_checks(a) -> dict:
         report["model"] = what
         report["hyper"] = {k: getattr(h, k) for k in ("max_steps", "batch_size", "grad_accum", "max_length",
                                                       "packing", "lora_r")} | {"records": a.records}
-        steps = [("enginenv", check_enginenv), ("sft_lora", lambda c: check_sft(c, "lora")),
-                 ("sft_qlora", lambda c: check_sft(c, "qlora")), ("plain_trl", check_plain), ("eval", check_eval),
+        steps = [("enginenv", check_enginenv), ("attention", check_attention),
+                 ("sft_lora", lambda c: check_sft(c, "lora")), ("sft_qlora", lambda c: check_sft(c, "qlora")), ("plain_trl", check_plain), ("eval", check_eval),
                  ("park", check_park)]
         for name, fn in steps:
             started = time.monotonic()
@@ -149,11 +150,13 @@ def print_table(report: dict) -> None:
 
 FIGURES = {
     "enginenv": ("gpus_seen", "torch_pip_args", "this_torch", "driver_cuda"),
-    "sft_lora": ("attention", "steps", "tokens_per_s", "peak_vram_mb", "first_loss", "last_loss", "wall_s"),
-    "sft_qlora": ("attention", "steps", "tokens_per_s", "peak_vram_mb", "first_loss", "last_loss", "wall_s"),
+    "attention": ("examples", "tokens", "max_rel_diff_out", "max_rel_diff_grads", "loop_ms_30_layers",
+                  "kernel_ms_30_layers", "speedup"),
+    "sft_lora": ("attention", "attention_how", "steps", "tokens_per_s", "peak_vram_mb", "first_loss", "last_loss", "wall_s"),
+    "sft_qlora": ("attention", "attention_how", "steps", "tokens_per_s", "peak_vram_mb", "first_loss", "last_loss", "wall_s"),
     "plain_trl": ("tokens_per_s", "peak_vram_mb", "ratio_tokens_per_s_engine_over_plain",
                   "ratio_peak_vram_engine_over_plain"),
-    "eval": ("device", "contexts", "elapsed_s", "peak_vram_mb"),
+    "eval": ("device", "contexts", "models_in_one_worker", "base_elapsed_s", "elapsed_s", "peak_vram_mb"),
     "park": ("llama_gpu_offload", "vram_freed_mb", "rss_freed_mb", "parked_v1_status"),
 }
 

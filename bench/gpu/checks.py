@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import subprocess
@@ -42,8 +43,9 @@ def engine_job(name: str, ctx: dict, method: str, dry_run: bool = False) -> dict
                      f"read {run_dir / 'engine.log'}")
     out = {"exit": code, "wall_s": round(wall, 1), "log": str(run_dir / "engine.log")}
     logs = [e["body"].get("message", "") for e in events if e["type"] == "log"]
-    out["attention"] = next((m.split(":", 1)[1].split("(")[0].strip() for m in logs
-                             if m.startswith("padding-free attention:")), None)
+    said = next((m.split(":", 1)[1] for m in logs if m.startswith("padding-free attention:")), None)
+    out["attention"] = said.split("(")[0].strip() if said else None
+    out["attention_how"] = said.split("(", 1)[1].rstrip(")") if said and "(" in said else None
     if dry_run:
         plan = next((e["body"] for e in events if e["type"] == "plan"), {})
         return {**out, "steps": plan.get("steps"), "tokens": plan.get("tokens")}
@@ -158,28 +160,33 @@ def check_eval(ctx: dict) -> dict:
     held = ctx["tmp"] / "heldout.jsonl"
     held.write_text("".join(json.dumps({"session_id": f"s{i}", **r}) + "\n"
                             for i, r in enumerate(ctx["records"][-16:])), encoding="utf-8")
-    config = EvalConfig(label="gpu-check", base_model=ctx["model_ref"], adapter=lora["adapter"], eval_file=str(held),
-                        eval_set="gpu-check", eval_set_sha256=sha256_file(held),
-                        settings=EvalSettings(max_contexts=16, max_new_tokens=32))
+    configs = [EvalConfig(label=label, base_model=ctx["model_ref"], adapter=adapter, eval_file=str(held),
+                          eval_set="gpu-check", eval_set_sha256=sha256_file(held),
+                          settings=EvalSettings(max_contexts=16, max_new_tokens=32))
+               for label, adapter in (("gpu-check-base", None), ("gpu-check", lora["adapter"]))]
     folder = ctx["tmp"] / "eval"
     folder.mkdir()
-    spec = {"config": config.model_dump(), "job": "gpu-eval", "out": str(folder / "out"),
+    # as a cycle judges: the models of one judgement (base, then candidate) in one worker, each into out/<n>
+    spec = {"configs": [c.model_dump() for c in configs], "job": "gpu-eval", "out": str(folder / "out"),
             "models_dir": str(ctx["home"] / "models")}
     (folder / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
     started = time.monotonic()
     rc, peak, how = run_child([sys.executable, "-m", "engine.workers.evaluate", "--spec", str(folder / "spec.json")],
                               ctx["env"], folder / "eval.log", ctx["gpu"], ctx["timeout"])
-    report_path = folder / "out" / "report.json"
-    if rc != 0 or not report_path.is_file():
+    paths = [folder / "out" / str(n) / "report.json" for n in range(len(configs))]
+    if rc != 0 or not all(p.is_file() for p in paths):
         raise Failed(f"the evaluation worker failed (exit {rc})", tail(folder / "eval.log"),
                      f"read {folder / 'eval.log'}")
-    report = json.loads(report_path.read_text())
+    base_report, report = (json.loads(p.read_text()) for p in paths)
     if report.get("device") != "cuda":
         raise Failed("the evaluation ran on the CPU", f"report.json says device {report.get('device')!r}",
                      "see engine/workers/mine_pairs.Student")
     loss = report["metrics"].get("loss")
+    base_loss = base_report["metrics"].get("loss")
     return {"device": report["device"], "examples": report["examples"], "contexts": report["contexts"],
             "loss": loss if not isinstance(loss, dict) else loss.get("value"), "elapsed_s": report["elapsed_s"],
+            "base_loss": base_loss if not isinstance(base_loss, dict) else base_loss.get("value"),
+            "base_elapsed_s": base_report["elapsed_s"], "models_in_one_worker": len(configs),
             "wall_s": round(time.monotonic() - started, 1), "peak_vram_mb": peak, "peak_vram_how": how}
 
 
@@ -285,3 +292,71 @@ def _wait_for(cond, proc, timeout: float, log: Path):
             raise Failed("the model server did not come up", tail(log), f"read {log}")
         time.sleep(0.2)
     return got
+
+
+def check_attention(ctx: dict) -> dict:
+    """engine/train/attention.varlen_sdpa on a packed row, both ways it can go on CUDA: torch's varlen kernel (one call)
+    against the per-example sdpa loop (NIGHTSCHOOL_PACKED_ATTENTION=loop): the outputs and gradients must agree, and
+    each is timed forward + backward over as many layers as SmolLM2-135M has (its 9 query / 3 key-value heads of 64)."""
+    if not ctx["cuda"]:
+        raise Skip("no CUDA GPU: the varlen kernel is CUDA-only (the per-example path is tested on CPU)")
+    import os
+
+    import torch
+
+    from engine.train import attention
+
+    class Layer(torch.nn.Module):
+        num_key_value_groups, is_causal = 3, True
+
+    gen = torch.Generator().manual_seed(0)
+    lengths = [int(x) for x in torch.randint(40, 400, (24,), generator=gen)]
+    bounds = torch.tensor([0] + list(itertools.accumulate(lengths)), dtype=torch.int32, device="cuda")
+    tokens = int(bounds[-1])
+    layer = Layer().cuda().train()
+
+    def tensors():
+        g = torch.Generator(device="cuda").manual_seed(1)
+        return [torch.randn(1, h, tokens, 64, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
+                for h in (9, 3, 3)]
+
+    def run(mode: str, layers: int = 30) -> tuple[torch.Tensor, list[torch.Tensor], float, str]:
+        os.environ[attention.SWITCH] = mode
+        attention._kernel.cache_clear()
+        q, k, v = tensors()
+        kwargs = {"cu_seq_lens_q": bounds, "max_length_q": max(lengths)}
+        out = attention.varlen_sdpa(layer, q, k, v, None, scaling=64 ** -0.5, **kwargs)[0]
+        out.float().square().sum().backward()
+        grads = [t.grad.clone() for t in (q, k, v)]
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(3):
+            for _ in range(layers):
+                o = attention.varlen_sdpa(layer, q, k, v, None, scaling=64 ** -0.5, **kwargs)[0]
+                o.float().square().sum().backward()
+        torch.cuda.synchronize()
+        used = "kernel" if attention._kernel() is not None else "loop"
+        return out.detach(), grads, (time.perf_counter() - started) / 3, used
+
+    previous = os.environ.get(attention.SWITCH)
+    try:
+        loop_out, loop_grads, loop_s, _ = run("loop")
+        kern_out, kern_grads, kern_s, used = run("")
+    finally:
+        if previous is None:
+            os.environ.pop(attention.SWITCH, None)
+        else:
+            os.environ[attention.SWITCH] = previous
+        attention._kernel.cache_clear()
+    if used != "kernel":
+        raise Skip("this torch has no torch.nn.attention.varlen (torch >= 2.10): packed rows take the per-example loop")
+    diff = float((kern_out.float() - loop_out.float()).abs().max() / loop_out.float().abs().max())
+    gdiff = max(float((a.float() - b.float()).abs().max() / (b.float().abs().max() + 1e-6))
+                for a, b in zip(kern_grads, loop_grads))
+    out = {"examples": len(lengths), "tokens": tokens, "max_rel_diff_out": round(diff, 5),
+           "max_rel_diff_grads": round(gdiff, 5), "loop_ms_30_layers": round(loop_s * 1000, 2),
+           "kernel_ms_30_layers": round(kern_s * 1000, 2), "speedup": round(loop_s / kern_s, 2)}
+    if diff > 0.03 or gdiff > 0.03:  # relative to the largest value: a few bf16 steps
+        raise Failed("the varlen kernel and the per-example loop disagree", json.dumps(out),
+                     "see engine/train/attention._varlen (shapes, causal window, GQA)")
+    return out

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-GPU_ONLY = {"sft_lora", "sft_qlora", "plain_trl", "eval", "park"}
+GPU_ONLY = {"attention", "sft_lora", "sft_qlora", "plain_trl", "eval", "park"}
 
 
 def test_the_no_gpu_mode_runs_green_and_says_what_it_skipped(tmp_path, tiny_model):

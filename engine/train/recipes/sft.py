@@ -70,8 +70,9 @@ class SFTRecipe(Recipe):
         if "input_ids" in train.column_names:
             args.assistant_only_loss = False  # TRL refuses it on tokenised rows; their assistant_masks set the labels
         if self.h.packing and attention.enabled():
-            used = attention.use_padding_free(model.get_base_model() if hasattr(model, "get_base_model") else model)
-            self.server.emit(P.Log(message=f"padding-free attention: {used} (each packed example attends to itself)"))
+            base = model.get_base_model() if hasattr(model, "get_base_model") else model
+            used = attention.use_padding_free(base)
+            self.server.emit(P.Log(message=f"padding-free attention: {used} ({attention.how(base, used)})"))
         trainer = SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation,
                              processing_class=self.tokenizer, peft_config=peft_config, callbacks=callbacks)
         base = trainer.model.get_base_model() if hasattr(trainer.model, "get_base_model") else trainer.model
