@@ -26,12 +26,13 @@ The park check serves `--gguf FILE`, else DIR/tiny.gguf (a 2-layer model with Sm
 
 Needs, beyond torch, transformers, peft and accelerate: trl, datasets, bitsandbytes (QLoRA), llama-cpp-python
 with fastapi, starlette, uvicorn, sse-starlette, starlette-context, pydantic-settings (the model server), pydantic,
-platformdirs, orjson, sqlalchemy, jsonschema, nvidia-ml-py (NVML) — Nightschool's own requirements
+platformdirs, orjson, sqlalchemy, jsonschema, hyperscan (the scrubber), nvidia-ml-py (NVML) — Nightschool's own requirements
 (packaging/constraints.txt pins them). On a GPU box with no package index, from a machine with one:
     pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \\
         --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \\
         --platform manylinux2014_x86_64 -d wheels trl==1.16.0 datasets==5.2.0 dill multiprocess bitsandbytes \\
         pydantic pydantic_core pydantic-settings annotated-types typing-inspection platformdirs orjson SQLAlchemy \\
+        hyperscan \\
         alembic Mako jsonschema jsonschema-specifications referencing rpds-py fastapi starlette sse-starlette \\
         starlette-context uvicorn python-dotenv python-multipart diskcache
 plus the llama-cpp-python wheel the engine set-up compiled (<data dir>/wheels/llama_cpp_python-*.whl: it is
@@ -105,6 +106,8 @@ def run_checks(a) -> dict:
                  ("sft_lora", lambda c: check_sft(c, "lora")), ("sft_qlora", lambda c: check_sft(c, "qlora")), ("plain_trl", check_plain), ("eval", check_eval),
                  ("park", check_park)]
         for name, fn in steps:
+            if a.only and name not in a.only.split(","):
+                continue
             started = time.monotonic()
             try:
                 entry = {"status": "ok", **fn(ctx)}
@@ -174,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=2)
     p.add_argument("--grad-accum", type=int, default=8)
     p.add_argument("--job-timeout", type=float, default=240.0, help="seconds one child process may take")
+    p.add_argument("--only", help="run only these checks (comma-separated; eval and plain_trl need sft_lora)")
     p.add_argument("--no-gpu", action="store_true", help="the no-GPU mode even where CUDA is available")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder (runs, logs)")
     a = p.parse_args(argv)

@@ -31,12 +31,20 @@ def _kernel():
 
 
 def _varlen(query, key, value, bounds, longest, scaling):
-    """One kernel call for the whole packed row (CUDA, half precision), or None where this torch cannot do it. Shapes
-    in: (1, heads, tokens, dim); out: (1, tokens, heads, dim), as transformers' attention functions return."""
+    """One kernel call for the whole packed row (CUDA; float32 attends in bf16), or None where this torch or GPU cannot
+    do it. Shapes in: (1, heads, tokens, dim); out: (1, tokens, heads, dim) in the query's dtype, as transformers'
+    attention functions return."""
     import torch
 
     kernel = _kernel()
-    if kernel is None or not query.is_cuda or query.dtype not in (torch.float16, torch.bfloat16):
+    if kernel is None or not query.is_cuda:
+        return None
+    dtype = query.dtype
+    if dtype == torch.float32:  # QLoRA: peft keeps norms in float32; attend in bf16 as transformers' flash path does
+        if not torch.cuda.is_bf16_supported():
+            return None
+        query, key, value = (t.to(torch.bfloat16) for t in (query, key, value))
+    elif dtype not in (torch.float16, torch.bfloat16):
         return None
     varlen_attn, causal, takes_scale, takes_gqa = kernel
     if scaling is not None and not takes_scale and abs(scaling - query.shape[-1] ** -0.5) > 1e-6:
@@ -54,14 +62,14 @@ def _varlen(query, key, value, bounds, longest, scaling):
     if longest is None:
         longest = int(bounds.diff().max())
     out = varlen_attn(q, k, v, bounds, bounds, int(longest), int(longest), **extra)
-    return out.unsqueeze(0)
+    return out.unsqueeze(0).to(dtype)
 
 
 def varlen_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
     """An `AttentionInterface` function. TRL's padding-free collator flattens a batch into one row with `position_ids`
     restarting at each example and `cu_seq_lens_q` (the example boundaries, made for flash-attention's varlen kernels).
     Plain sdpa would mask the whole row block-diagonally and pay (sum L_i)^2; this pays sum L_i^2 with the same result:
-    on CUDA in half precision one call of torch's varlen flash-attention kernel, elsewhere causal sdpa on each example's
+    on CUDA one call of torch's varlen flash-attention kernel, elsewhere causal sdpa on each example's
     slice (a Python loop per layer). A padded batch, an unpacked row and generation (one new token, or a cache longer
     than the query) take plain sdpa with the mask transformers built."""
     import torch
@@ -87,8 +95,8 @@ def how(model, used: str) -> str:
 
     if used != VARLEN:
         return "each packed example attends to itself"
-    if (_kernel() is not None and torch.cuda.is_available()
-            and getattr(model, "dtype", None) in (torch.float16, torch.bfloat16)):
+    if _kernel() is not None and torch.cuda.is_available() and (
+            getattr(model, "dtype", None) in (torch.float16, torch.bfloat16) or torch.cuda.is_bf16_supported()):
         return "one call of torch's varlen flash-attention kernel per layer"
     return "sdpa on each packed example's slice"
 
