@@ -16,6 +16,7 @@ from app.core.base.schema import AgentSession, BuiltDataset, DatasetSession, Ses
 from app.core.base.schema.base import utcnow
 from app.core.runtime.school import cycles, newcount
 from app.core.runtime.school.triggers import new_sessions
+from tests.pg import any_store  # noqa: F401 - fixture
 
 MODELS = ("default", "/models/" + "a-long-path/" * 8 + "base")  # the second: longer than a settings key
 
@@ -139,6 +140,20 @@ def test_the_kept_count_equals_the_full_count_after_every_change(store, monkeypa
             assert new_sessions(store, model) == full_count(store, model), (seed, i, kind, model)
     assert full_count(store, MODELS[0]) > 0
     assert len(recounts) < looks / 2  # most looks were served by the kept count
+
+
+@pytest.mark.parametrize("any_store", ["postgresql"], indirect=True)
+def test_the_kept_count_on_postgresql(any_store, monkeypatch):
+    """The same walk on a team's store: PostgreSQL's timestamps, settings JSON and queries (one seed, looks move the
+    watermark up)."""
+    monkeypatch.setattr(newcount, "MARGIN", timedelta(0))
+    monkeypatch.setattr(newcount, "ADVANCE", 2)
+    steps = Steps(any_store, random.Random(7), old=True)
+    for i in range(80):
+        kind = steps.one()
+        for model in MODELS:
+            assert new_sessions(any_store, model) == full_count(any_store, model), (i, kind, model)
+    assert full_count(any_store, MODELS[0]) > 0
 
 
 @pytest.mark.parametrize("seed", [11, 12])
