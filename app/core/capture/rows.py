@@ -1,10 +1,12 @@
 """A parsed (and scrubbed) Session as rows for the sessions and messages tables, signals included; the one codec of
-a message's parts (`pack_parts` writes them zlib-compressed in `parts_z`, `parts_of` / `parts_text` read either form).
+a message's parts (`pack_parts` writes them compressed in `parts_z`, `parts_of` / `parts_text` read every form).
 
-The parts are 70-90 % of a store's bytes (bench/README.md "Space"), so they are kept compressed: `parts_z` holds the
-zlib (level 1) of their compact JSON and `parts_json` is emptied. Rows written before migration 0014 had their JSON in
-`parts_json` and no `parts_z`; 0014 converts them, and the readers still take that form (a team member's payload, a
-row a test or an older tool wrote). What travels between a member and the team server stays the JSON text
+The parts are 70-90 % of a store's bytes (bench/README.md "Space"), so they are kept compressed: `parts_z` holds an
+LZ4 block of their compact JSON behind the byte `L` (about 0.6 of the JSON's size at several hundred MB/s both ways)
+and `parts_json` is emptied. Migration 0014 and the rows written until 2026-11-27 hold zlib level 1 instead (0.44 of
+the size, but compressing it was a sixth of an ingest: bench/README.md "Ingest"); a zlib stream starts with 0x78, so
+the readers tell them apart. Rows written before 0014 had their JSON in `parts_json` and no `parts_z`; the readers
+still take that form too (a team member's payload, a row a test or an older tool wrote). What travels between a member and the team server stays the JSON text
 (`team/wire`), so the wire and its content sha are those of before 0014."""
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+import lz4.block
 import orjson
 
 from app.core.base.schema import utcnow
@@ -82,14 +85,21 @@ def _part(p: Part) -> dict[str, Any]:
     return out
 
 
-LEVEL = 1  # zlib level: 0.35-0.44 of the JSON's size at ~80 MB/s; higher levels gain a few % for several times the time
+LZ4 = b"L"  # parts_z's first byte before an LZ4 block (its size stored in it); zlib's streams start with 0x78
 
 
 def pack_parts(parts: list[dict[str, Any]] | str) -> dict[str, Any]:
     """The message row's columns for its parts (compact dicts, or their JSON text as an older payload carries it):
-    `parts_z` the zlib of the JSON, `parts_json` emptied."""
+    `parts_z` the JSON as an LZ4 block behind `LZ4`, `parts_json` emptied."""
     data = parts.encode() if isinstance(parts, str) else _dumps(parts)
-    return {"parts_json": "", "parts_z": zlib.compress(data, LEVEL)}
+    return {"parts_json": "", "parts_z": LZ4 + lz4.block.compress(data, store_size=True)}
+
+
+def unpack(packed: bytes) -> bytes:
+    """A `parts_z` value's JSON bytes: an LZ4 block behind `LZ4`, else zlib (0014 and the rows written before LZ4)."""
+    if packed[:1] == LZ4:
+        return lz4.block.decompress(memoryview(packed)[1:])
+    return zlib.decompress(packed)
 
 
 def _dumps(value: Any) -> bytes:
@@ -109,7 +119,7 @@ def _raw(row: Any) -> bytes | str:
     else:
         packed, plain = row.parts_z, row.parts_json
     if packed is not None:
-        return zlib.decompress(packed)
+        return unpack(packed)
     return plain or "[]"
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import zlib
 
 from app.core.capture.claude import parse_claude_with_subagents
 from app.core.capture.ingest import Ingestor
 from app.core.scrub.scrubber import Scrubber
+from app.core.capture.rows import unpack
 from tests.core.capture.helpers import SID, assistant, call, result, text, user
 
 BIG = "x" * (5 * 1024**2)  # a 5 MB tool output
@@ -82,10 +82,10 @@ def test_split_assistant_lines_merge_and_tool_results_keep_errors(store, roots, 
     roles = [r[0] for r in con.execute("select role from messages where branch = 0 order by seq")]
     assert roles == ["user", "assistant", "tool", "assistant", "tool", "user", "assistant"]  # a pasted image
     assert con.execute("select count(*) from messages where parts_json != '' or parts_z is null").fetchone()[0] == 0
-    merged = json.loads(zlib.decompress(one(con, "select parts_z from messages where seq = 1")))  # compressed
+    merged = json.loads(unpack(one(con, "select parts_z from messages where seq = 1")))  # compressed
     assert [p["k"] for p in merged] == ["thinking", "tool_call"]  # two lines, one message
     assert one(con, "select is_error from messages where seq = 2") == 1
-    assert len(zlib.decompress(one(con, "select parts_z from messages where seq = 4"))) > 5 * 1024**2
+    assert len(unpack(one(con, "select parts_z from messages where seq = 4"))) > 5 * 1024**2
     assert one(con, "select skipped from capture_files") == 1  # the unknown record type, counted
 
 

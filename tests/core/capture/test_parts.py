@@ -11,7 +11,7 @@ from sqlalchemy import inspect, select, text
 
 from app.core.base.schema import AgentSession, MessageRow
 from app.core.capture.queries import CaptureQueries
-from app.core.capture.rows import _part, pack_parts, parts_of, parts_text
+from app.core.capture.rows import LZ4, _part, pack_parts, parts_of, parts_text, unpack
 from app.core.capture.session import Part
 from tests.pg import ANY_STORE, any_store  # noqa: F401 - fixture
 
@@ -47,7 +47,10 @@ def test_a_row_of_the_old_form_is_still_read():
         plain = json.dumps([_part(p) for p in parts], ensure_ascii=False)
         old = SimpleNamespace(parts_json=plain, parts_z=None)
         assert parts_of(old) == parts and parts_text(old) == plain
-        assert SimpleNamespace(**pack_parts(plain)).parts_z == zlib.compress(plain.encode(), 1)  # the wire's text
+        packed = SimpleNamespace(**pack_parts(plain)).parts_z  # the wire's text
+        assert packed[:1] == LZ4 and unpack(packed) == plain.encode()
+        zlibbed = SimpleNamespace(parts_json="", parts_z=zlib.compress(plain.encode(), 1))  # 0014's form
+        assert parts_of(zlibbed) == parts and parts_text(zlibbed) == plain
     assert parts_of(SimpleNamespace(parts_json="", parts_z=None)) == []  # an emptied or missing value: no parts
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import zlib
 from pathlib import Path
 
+from app.core.capture.rows import pack_parts, unpack
 from app.core.datasets.catalog import Registry
 from app.core.datasets.splits import split_of
 from tests.core.datasets.helpers import ingest, records, split_ids, write_session
@@ -109,8 +109,8 @@ def test_planted_leakage_and_secret_are_caught_and_reported(store, agent_dir, bu
     con = sqlite3.connect(ns_home / "nightschool.db")
     row = con.execute("select id, parts_z from messages where role='tool' order by id limit 1").fetchone()
     con.execute("update messages set parts_z=? where id=?",
-                (zlib.compress(zlib.decompress(row[1]).decode().replace("4 passed", f"aws_access_key_id={secret}")
-                               .replace('"t":"', f'"t":"key {secret} ', 1).encode()), row[0]))
+                (pack_parts(unpack(row[1]).decode().replace("4 passed", f"aws_access_key_id={secret}")
+                            .replace('"t":"', f'"t":"key {secret} ', 1))["parts_z"], row[0]))
     con.commit()
     con.close()
 
