@@ -4,6 +4,7 @@ to the same size; and the append-to-visible latency of the watcher.
 
     .venv/bin/python -m bench.bench_ingest [--mb 200] [--real-mb 200] [--appends 20] [--fixtures DIR ...]
         [--big-mb 50,100,200]   # also: one big generated file each, ingested in a fresh process: its peak RSS
+        [--stages]              # also: where the ingest's time went (parse, scrub, rows and signals, writes)
 """
 from __future__ import annotations
 
@@ -235,8 +236,10 @@ def latency(tmp: Path, appends: int, lines_before: int) -> list[float]:
     return out
 
 
-def compare(label: str, files: list[Path], size: int, root: Path, db: Path, agent: str | None) -> None:
-    """Plain loop, ours, plain loop again (the load moves: the ratio takes the faster plain run)."""
+def compare(label: str, files: list[Path], size: int, root: Path, db: Path, agent: str | None,
+            by_stage: bool = False) -> None:
+    """Plain loop, ours, plain loop again (the load moves: the ratio takes the faster plain run); by_stage: then
+    where ours spent its time (`stages`)."""
     mb = size / 1024**2
     plain = plain_loop(files)
     mine, lines = ours(files, root, db, agent)
@@ -245,6 +248,48 @@ def compare(label: str, files: list[Path], size: int, root: Path, db: Path, agen
     print(f"  plain json.loads loop: {mb / plain:.1f} MB/s ({plain:.1f} s)")
     print(f"  nightschool ingest (parse, scrub, signals, store): {mb / mine:.1f} MB/s ({mine:.1f} s, {lines} lines)")
     print(f"  ratio ours / plain: {plain / mine:.2f}   load average {load()}")
+    if by_stage:
+        stages(files, agent, mine)
+
+
+def stages(files: list[Path], agent: str | None, took: float) -> None:
+    """Where an ingest's time goes, without a profiler's distortion: each stage of every session run again alone
+    (parse; scrub; the rows with signals, of which the parts' packing), the rest of `took` (the ingest's seconds)
+    being the store's writes and the bookkeeping."""
+    from app.core.capture import rows
+    from app.core.capture.detect import detect_format
+    from app.core.capture.ingest import owner, real_path
+    from app.core.capture.prepare import PARSERS, scrub
+    from app.core.scrub.scrubber import Scrubber
+
+    scrubber = Scrubber()
+    scrubber.text("warm up: the rules are compiled before the timing ~/x sk-ant-api03-" + "x" * 90)
+    spent = dict.fromkeys(("parse", "scrub", "rows and signals", "  of which the parts' packing"), 0.0)
+    seen: set[Path] = set()
+    for path in files:
+        kind = agent or detect_format(real_path(path))
+        main = owner(kind, real_path(path)) if kind in PARSERS else None
+        if main is None or main in seen:
+            continue
+        seen.add(main)
+        started = time.perf_counter()
+        session = PARSERS[kind](main, final=True)
+        spent["parse"] += time.perf_counter() - started
+        started = time.perf_counter()
+        scrub(scrubber, session)
+        spent["scrub"] += time.perf_counter() - started
+        started = time.perf_counter()
+        list(rows.session_records("s", session)[1])
+        spent["rows and signals"] += time.perf_counter() - started
+        started = time.perf_counter()
+        for message in [*session.messages, *(m for branch in session.abandoned for m in branch)]:
+            rows.pack_parts([rows._part(p) for p in message.parts])
+        spent["  of which the parts' packing"] += time.perf_counter() - started
+    spent["writes and the rest"] = took - sum(v for k, v in spent.items() if not k.startswith(" "))
+    mb = sum(p.stat().st_size for p in files) / 1024**2
+    for name, seconds in spent.items():
+        print(f"    {name:30} {seconds:6.2f} s  {100 * seconds / took:5.1f} % of the ingest"
+              + (f"  (alone {mb / seconds:.0f} MB/s)" if seconds > 0 else ""))
 
 
 def load() -> str:
@@ -258,6 +303,7 @@ def main() -> None:
     parser.add_argument("--real-mb", type=int, default=200, help="real fixtures repeated to this size (0: skip)")
     parser.add_argument("--fixtures", type=Path, nargs="*", default=FIXTURES)
     parser.add_argument("--appends", type=int, default=20)
+    parser.add_argument("--stages", action="store_true", help="also where the ingest's time went, stage by stage")
     parser.add_argument("--big-mb", default="", help="one big file of each size (MB, comma-separated): peak RSS")
     args = parser.parse_args()
     print(f"load average at start: {load()}")
@@ -266,12 +312,12 @@ def main() -> None:
         if args.mb:
             root = tmp / "projects"
             files, size = generate(root, args.mb)
-            compare("synthetic Claude Code corpus", files, size, root, tmp / "bench.db", "claude-code")
+            compare("synthetic Claude Code corpus", files, size, root, tmp / "bench.db", "claude-code", args.stages)
             shutil.rmtree(root)
         if args.real_mb:
             root = tmp / "real"
             files, size = real_corpus(root, args.real_mb, args.fixtures)
-            compare("real-world fixtures, repeated", files, size, root, tmp / "real.db", None)
+            compare("real-world fixtures, repeated", files, size, root, tmp / "real.db", None, args.stages)
             shutil.rmtree(root)
         if args.big_mb:
             big_files(tmp, [int(x) for x in args.big_mb.split(",")])
