@@ -118,3 +118,43 @@ def test_an_error_mid_batch_stores_what_was_read_before_it_then_is_raised(tmp_pa
     results = batched.ingest_many(files, origin="scan", final=True)  # the rest on the next scan
     assert [r and r.status for r in results] == [None, None, None, "ok", "ok"]
     balanced(batched.store)
+
+
+def _killed(*_args):
+    """A worker that dies as one killed or out of memory would (no exception, no result)."""
+    import os
+
+    os._exit(9)
+
+
+@pytest.mark.skipif(not REAL2.is_dir(), reason=f"shared fixtures not here ({REAL2})")
+@pytest.mark.parametrize("dies", [False, True])
+def test_a_scan_read_by_worker_processes_stores_what_a_serial_scan_stores(tmp_path, config, monkeypatch, dies):
+    """capture/parallel: two spawned workers prepare, this process writes, in several batches; the rows equal a
+    serial scan's. `dies`: the worker given the 5th session to read exits at once (the pool breaks): that session
+    and the rest are read here instead, and nothing differs."""
+    from app.core.capture import parallel
+
+    files = expand([REAL, REAL2])[:36]
+    serial = ingestor_for(tmp_path / "serial.db", config)
+    serial.batch_files, serial.batch_bytes = 9, 2 * 1024**2
+    serial.ingest_many(files, origin="scan", final=True)
+    monkeypatch.setenv(parallel.ENV, "2")
+    submitted, submit = [], parallel.submit
+
+    def counted(workers, main, agent, final, cfg):
+        submitted.append(main)
+        if dies and len(submitted) == 5:
+            return workers.submit(_killed)
+        return submit(workers, main, agent, final, cfg)
+
+    monkeypatch.setattr(parallel, "submit", counted)
+    pooled = ingestor_for(tmp_path / "pooled.db", config)
+    pooled.batch_files, pooled.batch_bytes = 9, 2 * 1024**2
+    seen: list[int] = []
+    results = pooled.ingest_many(files, origin="scan", final=True, progress=lambda i, n, _p: seen.append(i))
+    assert seen == list(range(1, len(files) + 1))
+    assert len(submitted) > (5 if dies else 20)
+    assert all(r.balanced for r in results if r is not None)
+    assert snapshot(pooled.store) == snapshot(serial.store)
+    balanced(pooled.store)
