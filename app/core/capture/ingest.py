@@ -135,12 +135,11 @@ class Ingestor:
                          progress: Callable[[int, int, Path], None] | None, out: list[IngestResult | None],
                          count: int) -> None:
         """ingest_many with `prepare` in `count` worker processes (capture/parallel): files are planned here in
-        order, read here until what needs reading passes `parallel.start_after()`, then by the workers, at most
-        2 x count sessions out at a time; they are written here in the order and batches a serial scan writes them.
-        A worker that dies (killed, out of memory) leaves the rest to this process."""
+        order, at most 2 x count sessions are out being read, and they are written here in the order and batches a
+        serial scan writes them. A worker that dies (killed, out of memory) leaves the rest to this process."""
         workers, inflight, mains = None, collections.deque(), set()
         pending: list[tuple[int, Path, Prepared]] = []
-        done, size, broken, here = 0, 0, False, parallel.start_after()
+        done, size, broken = 0, 0, False
 
         def finished(index: int, path: Path, got: Prepared | IngestResult | None) -> None:
             nonlocal done, size, pending
@@ -178,9 +177,7 @@ class Ingestor:
                         finished(index, path, plan)
                         continue
                     mains.add(plan[0])
-                    if workers is None and here > 0:
-                        here -= _bytes([plan[0]])
-                    if broken or (workers is None and here > 0):
+                    if broken:
                         while inflight:
                             collect()
                         finished(index, path, self._prepare(path, plan, origin))

@@ -4,9 +4,8 @@ Reading is most of an ingest and each session is read on its own, so a scan of m
 year's history, an import) hands `prepare` to a pool of processes; the store's writes stay in the calling process,
 in the same order and batches as a serial scan, so the rows are the same. Workers start with `spawn` (never `fork`:
 the app has threads) and import only capture and the scrubber. `NIGHTSCHOOL_INGEST_PROCESSES` sets how many (0 or 1:
-none); by default one per core up to `MAX_PROCESSES`, for a scan of at least `MIN_FILES` files and `MIN_BYTES`,
-and the workers start only once the files that need reading come to `MIN_BYTES`: a scan that finds a few changed
-files among many reads them here (one huge file too: streamed, its progress shown).
+none); by default one per core up to `MAX_PROCESSES`, and only for a scan of at least `MIN_FILES` files and
+`MIN_BYTES` (one huge file is read here, streamed, its progress shown).
 """
 from __future__ import annotations
 
@@ -40,11 +39,6 @@ def processes(to_read: int, files: int) -> int:
         return 0
     count = min(os.cpu_count() or 1, MAX_PROCESSES)
     return count if count > 1 else 0
-
-
-def start_after() -> int:
-    """Bytes a scan reads here before its workers start: `MIN_BYTES`, or none when the processes were asked for."""
-    return 0 if os.environ.get(ENV, "").strip() else MIN_BYTES
 
 
 def pool(count: int, home: str) -> ProcessPoolExecutor:

@@ -158,33 +158,3 @@ def test_a_scan_read_by_worker_processes_stores_what_a_serial_scan_stores(tmp_pa
     assert all(r.balanced for r in results if r is not None)
     assert snapshot(pooled.store) == snapshot(serial.store)
     balanced(pooled.store)
-
-
-@pytest.mark.skipif(not REAL2.is_dir(), reason=f"shared fixtures not here ({REAL2})")
-def test_workers_start_only_once_a_scan_has_enough_to_read(tmp_path, config, monkeypatch):
-    """A big scan reads here until what needs reading passes MIN_BYTES, then starts its workers; a scan that finds
-    one changed file among many reads it here and starts none."""
-    import os
-
-    from app.core.capture import parallel
-
-    monkeypatch.delenv(parallel.ENV, raising=False)
-    monkeypatch.setattr(parallel, "MIN_BYTES", 1024**2)
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    started, pool = [], parallel.pool
-    monkeypatch.setattr(parallel, "pool", lambda *a: started.append(a) or pool(*a))
-    root = tmp_path / "copies"
-    files = []
-    for path in expand([REAL, REAL2])[:36]:
-        files.append(root / path.relative_to(path.parents[2]))
-        files[-1].parent.mkdir(parents=True, exist_ok=True)
-        files[-1].write_bytes(path.read_bytes())
-    ingestor = ingestor_for(tmp_path / "s.db", config)
-    first = ingestor.ingest_many(files, origin="scan", final=True)
-    assert len(started) == 1 and sum(r is not None and r.status == "ok" for r in first) > 20
-    changed = next(f for f, r in zip(files, first) if r is not None and r.status == "ok")
-    with changed.open("a") as fh:
-        fh.write("\n")
-    again = ingestor.ingest_many(files, origin="scan", final=True)
-    assert len(started) == 1  # no second pool
-    assert [f for f, r in zip(files, again) if r is not None and r.status != "refused"] == [changed]
