@@ -246,11 +246,7 @@ def compare(label: str, files: list[Path], size: int, root: Path, db: Path, agen
     plain = min(plain, plain_loop(files))
     print(f"{label}: {len(files)} files, {mb:.0f} MB")
     print(f"  plain json.loads loop: {mb / plain:.1f} MB/s ({plain:.1f} s)")
-    from app.core.capture import parallel
-
-    workers = parallel.processes(size, len(files))
-    print(f"  nightschool ingest (parse, scrub, signals, store): {mb / mine:.1f} MB/s ({mine:.1f} s, {lines} lines; "
-          + (f"read by {workers} worker processes)" if workers else "read in one process)"))
+    print(f"  nightschool ingest (parse, scrub, signals, store): {mb / mine:.1f} MB/s ({mine:.1f} s, {lines} lines)")
     print(f"  ratio ours / plain: {plain / mine:.2f}   load average {load()}")
     if by_stage:
         stages(files, agent, mine)

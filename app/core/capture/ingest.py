@@ -13,13 +13,10 @@ with more messages is kept; the other's lines are counted as skipped (status `co
 """
 from __future__ import annotations
 
-import collections
 import hashlib
 import itertools
 import threading
 import time
-from concurrent.futures import Future
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, Callable
@@ -28,7 +25,7 @@ from sqlalchemy import delete, insert, select
 
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
 from app.core.base.store import Store
-from app.core.capture import parallel, rows
+from app.core.capture import rows
 from app.core.capture.claude import first_session_id
 from app.core.capture.detect import detect_format
 from app.core.capture.prepare import PARSERS, FileCounts, Prepared, own_id, prepare
@@ -93,10 +90,6 @@ class Ingestor:
         files = [real_path(p) for p in paths]
         out: list[IngestResult | None] = [None] * len(files)
         mains: set[Path] = set()
-        if count := parallel.processes(_bytes(files), len(files)):
-            with self._lock:  # throughout (the watcher's scan holds its own lock throughout too)
-                self._many_in_workers(files, origin, final, progress, out, count)
-            return out
         start = 0
         while start < len(files):
             with self._lock:  # held for one batch: the watcher's ingest() waits at most that long
@@ -130,75 +123,6 @@ class Ingestor:
             return start + len(chunk)
         finally:
             self._write_batch(pending, origin, out)
-
-    def _many_in_workers(self, files: list[Path], origin: str, final: bool | None,
-                         progress: Callable[[int, int, Path], None] | None, out: list[IngestResult | None],
-                         count: int) -> None:
-        """ingest_many with `prepare` in `count` worker processes (capture/parallel): files are planned here in
-        order, at most 2 x count sessions are out being read, and they are written here in the order and batches a
-        serial scan writes them. A worker that dies (killed, out of memory) leaves the rest to this process."""
-        workers, inflight, mains = None, collections.deque(), set()
-        pending: list[tuple[int, Path, Prepared]] = []
-        done, size, broken = 0, 0, False
-
-        def finished(index: int, path: Path, got: Prepared | IngestResult | None) -> None:
-            nonlocal done, size, pending
-            if isinstance(got, Prepared):
-                pending.append((index, path, got))
-                size += got.size
-            else:
-                out[index] = got
-            done += 1
-            if progress:
-                progress(done, len(files), path)
-            if len(pending) >= self.batch_files or size >= self.batch_bytes:
-                written, pending, size = pending, [], 0
-                self._write_batch(written, origin, out)
-
-        def collect() -> None:
-            nonlocal broken
-            index, path, plan, future = inflight.popleft()
-            try:
-                got = self._collected(future, path, plan, origin)
-            except BrokenProcessPool:
-                broken = True
-                got = self._prepare(path, plan, origin)
-            finished(index, path, got)
-
-        try:
-            for start in range(0, len(files), self.batch_files):
-                chunk = files[start:start + self.batch_files]
-                known = self._file_rows(chunk)
-                for index, path in enumerate(chunk, start):
-                    plan = self._plan(path, origin, final, known=known)
-                    if isinstance(plan, tuple) and plan[0] in mains:
-                        plan = None
-                    if not isinstance(plan, tuple):
-                        finished(index, path, plan)
-                        continue
-                    mains.add(plan[0])
-                    if broken:
-                        while inflight:
-                            collect()
-                        finished(index, path, self._prepare(path, plan, origin))
-                        continue
-                    workers = workers or parallel.pool(count, self.scrubber.home)
-                    inflight.append((index, path, plan, parallel.submit(workers, *plan, self.config)))
-                    while len(inflight) > 2 * count:
-                        collect()
-            while inflight:
-                collect()
-        finally:
-            if workers is not None:
-                workers.shutdown(wait=True, cancel_futures=True)
-            self._write_batch(pending, origin, out)
-
-    def _collected(self, future: Future, path: Path, plan: tuple[Path, str, bool], origin: str):
-        """A worker's Prepared, or the failure prepare() records for an unreadable file."""
-        try:
-            return future.result()
-        except OSError as exc:
-            return self.fail(path, plan[1], origin, f"could not read the file: {exc.strerror or exc}")
 
     # --- steps -----------------------------------------------------------------------------------
     def _plan(self, path: Path, origin: str, final: bool | None, agent: str | None = None,
@@ -349,17 +273,6 @@ class Ingestor:
 
 
 # --- helpers -----------------------------------------------------------------------------------------
-def _bytes(files: list[Path]) -> int:
-    """The files' sizes together (what a scan would read at most); a file gone counts 0."""
-    total = 0
-    for f in files:
-        try:
-            total += f.stat().st_size
-        except OSError:
-            pass
-    return total
-
-
 def real_path(path: str | Path) -> Path:
     """How the capture knows a file: its resolved path (`..`, symlinks and `~` undone), whatever spelling named it."""
     return Path(path).expanduser().resolve()
