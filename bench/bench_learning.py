@@ -188,8 +188,11 @@ def _verdict(rows: list[dict], load, model: str, fixtures: list[Path], wall: flo
     last = rows[-1]["metrics"].get("agreement", {})
     base, cand = last.get("base"), last.get("candidate")
     if base is not None and cand is not None:
-        gain = (cand - base) * 100
-        print(f"next-action agreement after {len(rows)} cycles: base {base:.3f} → last candidate {cand:.3f} "
+        # the student serving after the cycles: the last candidate if the gate passed it, else the deployed one
+        serving = cand if rows[-1]["verdict"] == "pass" else last.get("previous", base)
+        gain = (serving - base) * 100
+        print(f"next-action agreement after {len(rows)} cycles, on the last held-out set: base {base:.3f}, last "
+              f"candidate {cand:.3f} ({(cand - base) * 100:+.1f} points), the student serving {serving:.3f} "
               f"({gain:+.1f} points; goal ≥ +20: {'met' if gain >= 20 else 'NOT met'})")
     promoted = [r for r in rows if r["verdict"] == "pass"]
     print(f"promoted {len(promoted)} of {len(rows)} cycles: "
