@@ -77,7 +77,6 @@ def levels(store) -> None:
     import zlib
 
     import lz4.block
-
     from sqlalchemy import select
 
     from app.core.base.schema import MessageRow
@@ -86,23 +85,21 @@ def levels(store) -> None:
     with store.session() as s:
         texts = [parts_text(r).encode() for r in s.scalars(select(MessageRow))]
     plain = sum(map(len, texts))
-    started = time.perf_counter()
-    packed = [lz4.block.compress(t, store_size=True) for t in texts]
-    took = time.perf_counter() - started
-    started = time.perf_counter()
-    for p in packed:
-        lz4.block.decompress(p)
-    back = time.perf_counter() - started
-    print(f"  lz4 (stored): {sum(map(len, packed)) / MB:.2f} MB of {plain / MB:.2f} ({sum(map(len, packed)) / plain:.3f})"
-          f" in {took:.2f} s, decompressed in {back:.2f} s")
-    for level in (1, 6, 9):
+
+    def timed(compress, decompress) -> tuple[list[bytes], float, float]:
         started = time.perf_counter()
-        packed = [zlib.compress(t, level) for t in texts]
+        packed = [compress(t) for t in texts]
         took = time.perf_counter() - started
         started = time.perf_counter()
         for p in packed:
-            zlib.decompress(p)
-        back = time.perf_counter() - started
+            decompress(p)
+        return packed, took, time.perf_counter() - started
+
+    packed, took, back = timed(lambda t: lz4.block.compress(t, store_size=True), lz4.block.decompress)
+    print(f"  lz4 (stored): {sum(map(len, packed)) / MB:.2f} MB of {plain / MB:.2f} "
+          f"({sum(map(len, packed)) / plain:.3f}) in {took:.2f} s, decompressed in {back:.2f} s")
+    for level in (1, 6, 9):
+        packed, took, back = timed(lambda t, level=level: zlib.compress(t, level), zlib.decompress)
         print(f"  zlib-{level}: {sum(map(len, packed)) / MB:.2f} MB of {plain / MB:.2f} "
               f"({sum(map(len, packed)) / plain:.3f}) in {took:.2f} s, decompressed in {back:.2f} s" + (
                   f"; kept only where smaller: {sum(min(len(p), len(t)) for p, t in zip(packed, texts)) / MB:.2f} MB, "

@@ -26,8 +26,8 @@ The park check serves `--gguf FILE`, else DIR/tiny.gguf (a 2-layer model with Sm
 
 Needs, beyond torch, transformers, peft and accelerate: trl, datasets, bitsandbytes (QLoRA), llama-cpp-python
 with fastapi, starlette, uvicorn, sse-starlette, starlette-context, pydantic-settings (the model server), pydantic,
-platformdirs, orjson, sqlalchemy, jsonschema, hyperscan (the scrubber), nvidia-ml-py (NVML) — Nightschool's own requirements
-(packaging/constraints.txt pins them). On a GPU box with no package index, from a machine with one:
+platformdirs, orjson, sqlalchemy, jsonschema, hyperscan (the scrubber), nvidia-ml-py (NVML) — Nightschool's own
+requirements (packaging/constraints.txt pins them). On a GPU box with no package index, from a machine with one:
     pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \\
         --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \\
         --platform manylinux2014_x86_64 -d wheels trl==1.16.0 datasets==5.2.0 dill multiprocess bitsandbytes \\
@@ -103,8 +103,8 @@ def run_checks(a) -> dict:
         report["hyper"] = {k: getattr(h, k) for k in ("max_steps", "batch_size", "grad_accum", "max_length",
                                                       "packing", "lora_r")} | {"records": a.records}
         steps = [("enginenv", check_enginenv), ("attention", check_attention),
-                 ("sft_lora", lambda c: check_sft(c, "lora")), ("sft_qlora", lambda c: check_sft(c, "qlora")), ("plain_trl", check_plain), ("eval", check_eval),
-                 ("park", check_park)]
+                 ("sft_lora", lambda c: check_sft(c, "lora")), ("sft_qlora", lambda c: check_sft(c, "qlora")),
+                 ("plain_trl", check_plain), ("eval", check_eval), ("park", check_park)]
         for name, fn in steps:
             if a.only and name not in a.only.split(","):
                 continue
@@ -151,12 +151,14 @@ def print_table(report: dict) -> None:
             print(f"note ({name}): {c[name]['note']}")
 
 
+SFT_FIGURES = ("attention", "attention_how", "steps", "tokens_per_s", "peak_vram_mb", "first_loss", "last_loss",
+               "wall_s")
 FIGURES = {
     "enginenv": ("gpus_seen", "torch_pip_args", "this_torch", "driver_cuda"),
     "attention": ("examples", "tokens", "max_rel_diff_out", "max_rel_diff_grads", "loop_ms_30_layers",
                   "kernel_ms_30_layers", "speedup"),
-    "sft_lora": ("attention", "attention_how", "steps", "tokens_per_s", "peak_vram_mb", "first_loss", "last_loss", "wall_s"),
-    "sft_qlora": ("attention", "attention_how", "steps", "tokens_per_s", "peak_vram_mb", "first_loss", "last_loss", "wall_s"),
+    "sft_lora": SFT_FIGURES,
+    "sft_qlora": SFT_FIGURES,
     "plain_trl": ("tokens_per_s", "peak_vram_mb", "ratio_tokens_per_s_engine_over_plain",
                   "ratio_peak_vram_engine_over_plain"),
     "eval": ("device", "contexts", "models_in_one_worker", "base_elapsed_s", "elapsed_s", "peak_vram_mb"),

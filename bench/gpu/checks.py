@@ -181,11 +181,13 @@ def check_eval(ctx: dict) -> dict:
     if report.get("device") != "cuda":
         raise Failed("the evaluation ran on the CPU", f"report.json says device {report.get('device')!r}",
                      "see engine/workers/mine_pairs.Student")
-    loss = report["metrics"].get("loss")
-    base_loss = base_report["metrics"].get("loss")
+
+    def loss(r: dict):
+        value = r["metrics"].get("loss")
+        return value.get("value") if isinstance(value, dict) else value
+
     return {"device": report["device"], "examples": report["examples"], "contexts": report["contexts"],
-            "loss": loss if not isinstance(loss, dict) else loss.get("value"), "elapsed_s": report["elapsed_s"],
-            "base_loss": base_loss if not isinstance(base_loss, dict) else base_loss.get("value"),
+            "loss": loss(report), "elapsed_s": report["elapsed_s"], "base_loss": loss(base_report),
             "base_elapsed_s": base_report["elapsed_s"], "models_in_one_worker": len(configs),
             "wall_s": round(time.monotonic() - started, 1), "peak_vram_mb": peak, "peak_vram_how": how}
 

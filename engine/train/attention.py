@@ -30,22 +30,27 @@ def _kernel():
     return varlen_attn, causal, "scale" in params, "enable_gqa" in params
 
 
+def _kernel_dtype(dtype):
+    """The dtype the kernel attends in for activations of `dtype` on this CUDA GPU, or None (the loop then): half
+    precision as it is; float32 (QLoRA: peft keeps norms in float32) in bf16, as transformers' flash path does."""
+    import torch
+
+    if dtype in (torch.float16, torch.bfloat16):
+        return dtype
+    return torch.bfloat16 if dtype == torch.float32 and torch.cuda.is_bf16_supported() else None
+
+
 def _varlen(query, key, value, bounds, longest, scaling):
     """One kernel call for the whole packed row (CUDA; float32 attends in bf16), or None where this torch or GPU cannot
     do it. Shapes in: (1, heads, tokens, dim); out: (1, tokens, heads, dim) in the query's dtype, as transformers'
     attention functions return."""
     import torch
 
-    kernel = _kernel()
-    if kernel is None or not query.is_cuda:
+    kernel, dtype = _kernel(), query.dtype
+    attend = _kernel_dtype(dtype) if kernel is not None and query.is_cuda else None
+    if attend is None:
         return None
-    dtype = query.dtype
-    if dtype == torch.float32:  # QLoRA: peft keeps norms in float32; attend in bf16 as transformers' flash path does
-        if not torch.cuda.is_bf16_supported():
-            return None
-        query, key, value = (t.to(torch.bfloat16) for t in (query, key, value))
-    elif dtype not in (torch.float16, torch.bfloat16):
-        return None
+    query, key, value = (t.to(attend) for t in (query, key, value))
     varlen_attn, causal, takes_scale, takes_gqa = kernel
     if scaling is not None and not takes_scale and abs(scaling - query.shape[-1] ** -0.5) > 1e-6:
         return None
@@ -95,8 +100,7 @@ def how(model, used: str) -> str:
 
     if used != VARLEN:
         return "each packed example attends to itself"
-    if _kernel() is not None and torch.cuda.is_available() and (
-            getattr(model, "dtype", None) in (torch.float16, torch.bfloat16) or torch.cuda.is_bf16_supported()):
+    if _kernel() is not None and torch.cuda.is_available() and _kernel_dtype(getattr(model, "dtype", None)):
         return "one call of torch's varlen flash-attention kernel per layer"
     return "sdpa on each packed example's slice"
 

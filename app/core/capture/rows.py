@@ -6,8 +6,9 @@ LZ4 block of their compact JSON behind the byte `L` (about 0.6 of the JSON's siz
 and `parts_json` is emptied. Migration 0014 and the rows written until 2026-11-27 hold zlib level 1 instead (0.44 of
 the size, but compressing it was a sixth of an ingest: bench/README.md "Ingest"); a zlib stream starts with 0x78, so
 the readers tell them apart. Rows written before 0014 had their JSON in `parts_json` and no `parts_z`; the readers
-still take that form too (a team member's payload, a row a test or an older tool wrote). What travels between a member and the team server stays the JSON text
-(`team/wire`), so the wire and its content sha are those of before 0014."""
+still take that form too (a team member's payload, a row a test or an older tool wrote). What travels between a
+member and the team server stays the JSON text (`team/wire`), so the wire and its content sha are those of before
+0014."""
 from __future__ import annotations
 
 import hashlib
@@ -22,8 +23,8 @@ import lz4.block
 import orjson
 
 from app.core.base.schema import utcnow
-from app.core.capture.session import Message, Part, Session
 from app.core.capture.behaviour import signals
+from app.core.capture.session import Message, Part, Session
 
 TITLE_CHARS = 120
 

@@ -7,8 +7,8 @@ import sqlite3
 
 from app.core.capture.claude import parse_claude_with_subagents
 from app.core.capture.ingest import Ingestor
-from app.core.scrub.scrubber import Scrubber
 from app.core.capture.rows import unpack
+from app.core.scrub.scrubber import Scrubber
 from tests.core.capture.helpers import SID, assistant, call, result, text, user
 
 BIG = "x" * (5 * 1024**2)  # a 5 MB tool output

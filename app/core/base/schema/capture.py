@@ -116,7 +116,7 @@ class MessageRow(Base):
     role: Mapped[str] = mapped_column(String(12))
     text: Mapped[str] = mapped_column(Text, default="")
     parts_json: Mapped[str] = mapped_column(Text, default="[]")  # "" where parts_z holds them (capture/rows)
-    parts_z: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)  # the parts JSON compressed (0014; capture/rows)
+    parts_z: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)  # parts JSON, compressed (capture/rows)
     tools: Mapped[str] = mapped_column(Text, default="")  # tool names called, comma separated
     is_error: Mapped[bool] = mapped_column(Integer, default=0)
     timestamp: Mapped[str | None] = mapped_column(String(40), nullable=True)
