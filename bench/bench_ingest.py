@@ -5,6 +5,7 @@ to the same size; and the append-to-visible latency of the watcher.
     .venv/bin/python -m bench.bench_ingest [--mb 200] [--real-mb 200] [--appends 20] [--fixtures DIR ...]
         [--big-mb 50,100,200]   # also: one big generated file each, ingested in a fresh process: its peak RSS
         [--stages]              # also: where the ingest's time went (parse, scrub, rows and signals, writes)
+        [--floors]              # also: what parsing (orjson, no objects) and the store's writes alone cost
 """
 from __future__ import annotations
 
@@ -237,7 +238,7 @@ def latency(tmp: Path, appends: int, lines_before: int) -> list[float]:
 
 
 def compare(label: str, files: list[Path], size: int, root: Path, db: Path, agent: str | None,
-            by_stage: bool = False) -> None:
+            by_stage: bool = False, by_floor: bool = False) -> None:
     """Plain loop, ours, plain loop again (the load moves: the ratio takes the faster plain run); by_stage: then
     where ours spent its time (`stages`)."""
     mb = size / 1024**2
@@ -250,6 +251,8 @@ def compare(label: str, files: list[Path], size: int, root: Path, db: Path, agen
     print(f"  ratio ours / plain: {plain / mine:.2f}   load average {load()}")
     if by_stage:
         stages(files, agent, mine)
+    if by_floor:
+        floors(files, db, mb, plain, mine)
 
 
 def stages(files: list[Path], agent: str | None, took: float) -> None:
@@ -292,6 +295,49 @@ def stages(files: list[Path], agent: str | None, took: float) -> None:
               + (f"  (alone {mb / seconds:.0f} MB/s)" if seconds > 0 else ""))
 
 
+def floors(files: list[Path], db: Path, mb: float, plain: float, took: float) -> None:
+    """What no ingest into this store can go below on this machine, each timed alone: every line parsed by orjson
+    into plain values (no session model), and the rows the ingest stored (`db`) written again into an empty store of
+    the same schema and pragmas, straight to the driver in one transaction. The rest of `took` is the Python work
+    between them (the session model, scrubbing, signals, the rows, bookkeeping)."""
+    import sqlite3
+
+    import orjson
+
+    from app.core.base.store import Store
+
+    started = time.perf_counter()
+    for path in files:
+        data = path.read_bytes()
+        for line in [data] if path.suffix == ".json" else data.split(b"\n"):
+            try:
+                orjson.loads(line)
+            except orjson.JSONDecodeError:
+                pass
+    parse = time.perf_counter() - started
+    source, target = sqlite3.connect(db), db.with_name(db.stem + "-floor.db")
+    Store(target).close()  # the schema, by the migrations
+    into = sqlite3.connect(target)
+    for pragma in ("journal_mode=WAL", "foreign_keys=ON", "synchronous=NORMAL"):
+        into.execute(f"PRAGMA {pragma}")
+    tables = {t: [c[1] for c in source.execute(f"PRAGMA table_info({t})")] for t in ("sessions", "messages")}
+    held = {t: source.execute(f"SELECT {', '.join(cols)} FROM {t}").fetchall() for t, cols in tables.items()}
+    stored = sum(len(v) for rows_ in held.values() for row in rows_ for v in row if isinstance(v, (str, bytes)))
+    started = time.perf_counter()
+    for table, cols in tables.items():
+        into.executemany(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                         held[table])
+    into.commit()
+    write = time.perf_counter() - started
+    source.close(), into.close()
+    rest = took - parse - write
+    print(f"    floor: orjson over every line     {parse:6.2f} s  ({mb / parse:.0f} MB/s)")
+    print(f"    floor: the stored rows written   {write:6.2f} s  ({stored / 1024**2:.0f} MB of values, "
+          f"{sum(map(len, held.values()))} rows)")
+    print(f"    the two alone: {mb / (parse + write):.0f} MB/s, ratio {plain / (parse + write):.2f}; the rest of the "
+          f"ingest (Python between them) {rest:.2f} s; at 0.5x it would have {2 * plain - parse - write:.2f} s")
+
+
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"{one:.1f} / {five:.1f} / {fifteen:.1f} on {os.cpu_count()} cores"
@@ -304,6 +350,7 @@ def main() -> None:
     parser.add_argument("--fixtures", type=Path, nargs="*", default=FIXTURES)
     parser.add_argument("--appends", type=int, default=20)
     parser.add_argument("--stages", action="store_true", help="also where the ingest's time went, stage by stage")
+    parser.add_argument("--floors", action="store_true", help="also what orjson and the store's writes alone cost")
     parser.add_argument("--big-mb", default="", help="one big file of each size (MB, comma-separated): peak RSS")
     args = parser.parse_args()
     print(f"load average at start: {load()}")
@@ -312,12 +359,14 @@ def main() -> None:
         if args.mb:
             root = tmp / "projects"
             files, size = generate(root, args.mb)
-            compare("synthetic Claude Code corpus", files, size, root, tmp / "bench.db", "claude-code", args.stages)
+            compare("synthetic Claude Code corpus", files, size, root, tmp / "bench.db", "claude-code", args.stages,
+                    args.floors)
             shutil.rmtree(root)
         if args.real_mb:
             root = tmp / "real"
             files, size = real_corpus(root, args.real_mb, args.fixtures)
-            compare("real-world fixtures, repeated", files, size, root, tmp / "real.db", None, args.stages)
+            compare("real-world fixtures, repeated", files, size, root, tmp / "real.db", None, args.stages,
+                    args.floors)
             shutil.rmtree(root)
         if args.big_mb:
             big_files(tmp, [int(x) for x in args.big_mb.split(",")])

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, Callable
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import bindparam, delete, insert, select
 
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
-from app.core.base.store import Store
+from app.core.base.store import Store, insert_many
 from app.core.capture import rows
 from app.core.capture.claude import first_session_id
 from app.core.capture.detect import detect_format
@@ -38,6 +38,7 @@ MAX_EXCERPT = 64 * 1024  # quarantined line text kept (scrubbed)
 BATCH_FILES = 100  # ingest_many writes the sessions of up to this many files in one transaction...
 BATCH_BYTES = 16 * 1024**2  # ...or fewer, once they read this many bytes (a bound on what a batch holds)
 INSERT_ROWS = 2000  # message rows per executemany
+UPDATE_FILE = CaptureFile.__table__.update().where(CaptureFile.__table__.c.id == bindparam("row_id"))  # compiled once
 COPY = "a copy of a session already stored from a fuller file: its lines are counted as skipped"
 
 
@@ -215,16 +216,16 @@ class Ingestor:
         if session is not None:
             sessions, messages = rows.session_records(sid, session)
             sessions[0]["secrets_scrubbed"] = secrets
-            conn.execute(insert(AgentSession), sessions)
+            conn.execute(insert(AgentSession.__table__), sessions)
             while chunk := list(itertools.islice(messages, INSERT_ROWS)):  # a huge session's rows: a chunk at a time
-                conn.execute(insert(MessageRow), chunk)
+                insert_many(conn, MessageRow.__table__, chunk)
             result.sessions = [s["id"] for s in sessions]
         deltas = {f: _delta(c, previous.get(str(f)), session is None) for f, c in counts.items()}
         for name in ("lines_in", "stored", "quarantined", "skipped"):
             setattr(result, name, sum(getattr(d, name) for d in deltas.values()))
         if moved:  # the copy this file replaced: its stored lines are skipped now
             result.stored, result.skipped = result.stored - moved, result.skipped + moved
-        result.import_id = conn.execute(insert(ImportRow).values(
+        result.import_id = conn.execute(insert(ImportRow.__table__), dict(
             origin=origin, kind="transcript", agent=agent, path=self.scrubber.text(str(main)),
             lines_in=result.lines_in, stored=result.stored, quarantined=result.quarantined,
             skipped=result.skipped, status=result.status, message=result.message, created_at=utcnow(),
@@ -249,9 +250,9 @@ class Ingestor:
                       lines=c.lines, stored=0 if excluded else c.stored, quarantined=c.quarantined,
                       skipped=c.skipped + (c.stored if excluded else 0), error=None, updated_at=utcnow())
         if row is None:
-            conn.execute(insert(CaptureFile).values(path=str(file), **values))
+            conn.execute(insert(CaptureFile.__table__), dict(path=str(file), **values))
         else:
-            conn.execute(CaptureFile.__table__.update().where(CaptureFile.id == row.id).values(**values))
+            conn.execute(UPDATE_FILE, dict(row_id=row.id, **values))
 
     def _refuse(self, path: Path, origin: str, why: str) -> IngestResult:
         return self._file_problem(path, None, origin, "refused",

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import sqlalchemy as sa
+
 from app.core.capture.claude import parse_claude_with_subagents
 from app.core.capture.ingest import Ingestor
-from app.core.capture.rows import unpack
+from app.core.capture.rows import parts_of, unpack
 from app.core.scrub.scrubber import Scrubber
 from tests.core.capture.helpers import SID, assistant, call, result, text, user
+from tests.pg import ANY_STORE, any_store  # noqa: F401 - fixture
 
 BIG = "x" * (5 * 1024**2)  # a 5 MB tool output
 
@@ -73,6 +76,29 @@ def test_import_twice_append_and_restart_store_every_record_once(store, config, 
     row = con.execute("select messages, tool_calls, errors, outcome, title, project from sessions").fetchone()
     assert row == (len(parsed.messages), 2, 1, "finished", "Fix the failing test in calc.py", "proj")
 
+
+
+@ANY_STORE
+def test_an_ingest_and_its_append_on_either_store(any_store, config, roots):
+    """The ingest's writes (sessions, message rows straight to the driver, the import rows, the file's row inserted
+    then updated) on SQLite and PostgreSQL: the same rows, counts balanced, each record once."""
+    path = roots["claude-code"] / "-home-me-proj" / f"{SID}.jsonl"
+    records = [r for r in session_records() if r.get("uuid") != "u3"]  # not the 5 MB output
+    write_lines(path, records[:4])
+    ingestor = Ingestor(any_store, config, Scrubber(home="/home/me"))
+    first = ingestor.ingest(path, origin="scan", final=False)
+    write_lines(path, records[4:])
+    second = ingestor.ingest(path, origin="watch", final=False)
+    assert first.balanced and second.balanced and (first.lines_in, second.lines_in) == (4, len(records) - 4)
+    parsed = parse_claude_with_subagents(path)
+    with any_store.engine.connect() as conn:
+        got = conn.execute(sa.text("SELECT role, text, parts_z, is_error FROM messages WHERE branch = 0 ORDER BY seq"))
+        assert [(r.role, r.text, parts_of(r._mapping), r.is_error) for r in got] == [
+            (m.role, m.text, m.parts, int(any(p.is_error for p in m.parts))) for m in Scrubber(home="/home/me").session(
+                parsed).messages]
+        assert conn.execute(sa.text("SELECT lines, stored, \"offset\" FROM capture_files")).one() == (
+            len(records), second.stored + first.stored, path.stat().st_size)
+        assert conn.execute(sa.text("SELECT count(*), sum(lines_in) FROM imports")).one() == (2, len(records))
 
 def test_split_assistant_lines_merge_and_tool_results_keep_errors(store, roots, ingestor):
     path = roots["claude-code"] / "p" / f"{SID}.jsonl"

@@ -1,5 +1,6 @@
 """A message's parts stored compressed (`capture/rows.pack_parts`, `messages.parts_z`): the round trip, a row of the
-old form (`parts_json` only) still read, and migration 0014 on a store with rows, on SQLite and PostgreSQL."""
+old form (`parts_json` only) still read, migration 0014 on a store with rows, and rows written straight to the driver
+(`store.insert_many`), on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import importlib
@@ -7,9 +8,11 @@ import json
 import zlib
 from types import SimpleNamespace
 
+import pytest
 from sqlalchemy import inspect, select, text
 
-from app.core.base.schema import AgentSession, MessageRow
+from app.core.base.schema import AgentSession, ImportRow, MessageRow, utcnow
+from app.core.base.store import insert_many
 from app.core.capture.queries import CaptureQueries
 from app.core.capture.rows import LZ4, _part, pack_parts, parts_of, parts_text, unpack
 from app.core.capture.session import Part
@@ -109,3 +112,30 @@ def test_migration_0014_compresses_existing_rows_and_its_downgrade_restores_them
     with any_store.engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
+
+
+@ANY_STORE
+def test_message_rows_written_straight_to_the_driver_read_back(any_store):
+    """store.insert_many (ingest's path for message rows): the rows' bytes, text, None and integers arrive as the
+    ORM's own insert would write them, on SQLite and PostgreSQL; a column the dialect processes is refused (SQLite's
+    DateTime)."""
+    with any_store.session() as s:
+        _session(s, "sess-2")
+    rows = [dict(session_id="sess-2", branch=seq % 2, seq=seq, role="assistant", text=f"naïve 日本語 🙂 {seq}",
+                 **pack_parts([_part(p) for p in parts]), tools="Bash" if seq == 2 else "", is_error=int(seq == 3),
+                 timestamp=None if seq else "2026-11-27T10:00:00Z", model=None, compact_summary=0, meta=0, line=seq)
+            for seq, parts in enumerate(PARTS)]
+    with any_store.engine.begin() as conn:
+        insert_many(conn, MessageRow.__table__, rows)
+        insert_many(conn, MessageRow.__table__, [])  # nothing to write: no statement
+        dated = [dict(origin="scan", kind="transcript", path="/x", created_at=utcnow())]
+        if any_store.postgres:  # psycopg takes a datetime as it is
+            insert_many(conn, ImportRow.__table__, dated)
+        else:  # SQLAlchemy writes SQLite's DateTime as text of its own format: left to it
+            with pytest.raises(TypeError, match="created_at"):
+                insert_many(conn, ImportRow.__table__, dated)
+    with any_store.session() as s:
+        got = s.scalars(select(MessageRow).where(MessageRow.session_id == "sess-2").order_by(MessageRow.seq)).all()
+    assert [parts_of(r) for r in got] == PARTS
+    assert [(r.branch, r.text, r.tools, r.is_error, r.timestamp, r.line) for r in got] == [
+        (row["branch"], row["text"], row["tools"], row["is_error"], row["timestamp"], row["line"]) for row in rows]
