@@ -53,6 +53,17 @@ def ns_home(tmp_path, monkeypatch, request) -> Path:
     kill_engines_under(home)
 
 
+@pytest.fixture(autouse=True)
+def capture_clock() -> None:
+    """The capture helpers' record timestamps start again for every test: a test writes the same records whatever ran
+    before it (a counter shared across tests made them depend on the order and the selection of tests)."""
+    import itertools
+
+    from tests.core.capture import helpers
+
+    helpers._clock = itertools.count()
+
+
 def kill_engines_under(home: Path) -> None:
     import psutil
 
