@@ -329,7 +329,8 @@ def floors(files: list[Path], db: Path, mb: float, plain: float, took: float) ->
                          held[table])
     into.commit()
     write = time.perf_counter() - started
-    source.close(), into.close()
+    source.close()
+    into.close()
     rest = took - parse - write
     print(f"    floor: orjson over every line     {parse:6.2f} s  ({mb / parse:.0f} MB/s)")
     print(f"    floor: the stored rows written   {write:6.2f} s  ({stored / 1024**2:.0f} MB of values, "
