@@ -78,8 +78,8 @@ def test_the_deb_installs_launches_migrates_and_uninstalls_cleanly(built, tmp_pa
     head = revision(Store(tmp_path / "head.db").path)
     old = older_store(tmp_path / "old")
     assert revision(old) == "0008"
-    run(["dpkg", "-i", str(built.deb)])
-    try:
+    try:  # a failed install too is removed below: a package left unconfigured makes apt refuse every later install
+        run(["dpkg", "-i", str(built.deb)])
         owned = [Path(p) for p in run(["dpkg-query", "-L", "nightschool"]).stdout.split("\n") if p.strip()]
         assert Path("/usr/bin/nightschool").resolve() == Path("/opt/nightschool/nightschool")
         assert run(["/usr/bin/nightschool", "--version"]).stdout.strip() == f"nightschool {paths.app_version()}"
