@@ -102,7 +102,7 @@ def insert_many(conn: Any, table: Any, rows: list[dict[str, Any]]) -> None:
     keys = list(rows[0])
     for key in keys:  # LargeBinary's processor only wraps bytes in the driver's Binary: bytes go as they are
         kind = table.c[key].type
-        if not isinstance(kind, LargeBinary) and kind._cached_bind_processor(conn.dialect) is not None:
+        if not isinstance(kind, LargeBinary) and kind.dialect_impl(conn.dialect).bind_processor(conn.dialect):
             raise TypeError(f"{table.name}.{key} has a bind processor: insert it with conn.execute(insert(...))")
     quote, mark = conn.dialect.identifier_preparer.quote, MARKS[conn.dialect.paramstyle]
     sql = f"INSERT INTO {quote(table.name)} ({', '.join(map(quote, keys))}) VALUES ({', '.join([mark] * len(keys))})"

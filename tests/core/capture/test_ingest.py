@@ -77,7 +77,6 @@ def test_import_twice_append_and_restart_store_every_record_once(store, config, 
     assert row == (len(parsed.messages), 2, 1, "finished", "Fix the failing test in calc.py", "proj")
 
 
-
 @ANY_STORE
 def test_an_ingest_and_its_append_on_either_store(any_store, config, roots):
     """The ingest's writes (sessions, message rows straight to the driver, the import rows, the file's row inserted
@@ -99,6 +98,7 @@ def test_an_ingest_and_its_append_on_either_store(any_store, config, roots):
         assert conn.execute(sa.text("SELECT lines, stored, \"offset\" FROM capture_files")).one() == (
             len(records), second.stored + first.stored, path.stat().st_size)
         assert conn.execute(sa.text("SELECT count(*), sum(lines_in) FROM imports")).one() == (2, len(records))
+
 
 def test_split_assistant_lines_merge_and_tool_results_keep_errors(store, roots, ingestor):
     path = roots["claude-code"] / "p" / f"{SID}.jsonl"

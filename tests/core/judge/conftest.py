@@ -52,8 +52,9 @@ def smollm2_folder(tmp_path_factory):
 
 
 def build_heldout(store, agent_dir, build_fn, sessions: int = 24, test_share: float = 0.3):  # noqa: F811
-    """The sessions' records are timestamped by one counter shared by every test (capture helpers' `_clock`): it starts
-    again here, so the same sessions, and the same held-out set, come out of any run, whatever ran before."""
+    """The sessions' records are timestamped by the capture helpers' `_clock` (started again for every test by the
+    root conftest): it starts again here too, so the same sessions, and the same held-out set, come out whatever the
+    test wrote before."""
     capture_helpers._clock = itertools.count()
     for i in range(sessions):
         write_session(agent_dir, i, error_first=(i % 5 == 0))
