@@ -17,9 +17,9 @@ from typing import Any
 from app.core.base.errors import Explained
 from app.core.base.schema import ExperienceRow
 from app.core.base.store import Store
-from app.core.scrub.scrubber import Scrubber
 from app.core.experience import buffer, config
 from app.core.experience.buffer import ExperienceError, Recorded
+from app.core.scrub.scrubber import Scrubber
 
 ROUTES = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}
 HEADER = b"x-nightschool-experience"
@@ -317,6 +317,17 @@ class Recorder:
                           fix="start it from the app or with `nightschool serve`")
 
 
+def content_length(headers) -> int | None:
+    """The Content-Length among ASGI response headers, or None (a streamed answer has none)."""
+    for name, value in headers:
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
 class Capture:
     """One request passing through: its body and the response's bytes copied as they go, the id on the answer."""
 
@@ -326,6 +337,8 @@ class Capture:
         self.asked: list[bytes] = []
         self.answered: list[bytes] = []
         self.status, self.ended = 0, 0.0
+        self.length: int | None = None  # the answer's Content-Length, when it has one
+        self.sent = 0
 
     async def receive(self):
         message = await self._receive()
@@ -338,10 +351,16 @@ class Capture:
             self.status = message["status"]
             if self.status == 200:
                 self.recorder.begin(self.id)
+                self.length = content_length(message.get("headers", []))
                 message = {**message, "headers": [*message.get("headers", []), (HEADER, self.id.encode())]}
         elif message["type"] == "http.response.body" and self.status == 200:
-            self.answered.append(message.get("body", b""))
-            if not message.get("more_body", False):
+            body = message.get("body", b"")
+            self.answered.append(body)
+            self.sent += len(body)
+            # the latency ends with the answer's last byte: a sized answer can be complete before its last message
+            # (an HTTP middleware streams it on, then sends an empty end once the endpoint's own clean-up is over)
+            last = not message.get("more_body", False) or (self.length is not None and self.sent >= self.length)
+            if last and not self.ended:
                 self.ended = time.perf_counter()
         await self._send(message)
 
