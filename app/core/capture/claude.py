@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.capture.session import Message, Part, Session
+from app.core.capture.spill import Spill
 from app.core.datafiles.lines import Reading, stream_jsonl
 
 SPAWN_TOOLS = {"Task", "Agent"}  # tool calls that start a sub-agent
@@ -34,12 +35,15 @@ class _Parse:
     hints: dict[str, str] = field(default_factory=dict)  # agentId -> call_id of the call that spawned it
 
 
-def parse_claude(path: str | Path, final: bool = False, progress: Reading | None = None) -> Session:
-    """One session file: the branch that reached the end, abandoned branches, inline sub-agents, balanced counts."""
-    return _parse(Path(path), final, progress).session
+def parse_claude(path: str | Path, final: bool = False, progress: Reading | None = None,
+                 spill: Spill | None = None) -> Session:
+    """One session file: the branch that reached the end, abandoned branches, inline sub-agents, balanced counts (a
+    spill: its parts' big texts are kept there as they are read)."""
+    return _parse(Path(path), final, progress, spill).session
 
 
-def parse_claude_with_subagents(path: str | Path, final: bool = False, progress: Reading | None = None) -> Session:
+def parse_claude_with_subagents(path: str | Path, final: bool = False, progress: Reading | None = None,
+                                spill: Spill | None = None) -> Session:
     """parse_claude plus sub-agent files: `agent-<id>.jsonl` beside it with its sessionId, `<sessionId>/subagents/`.
 
     Not read: agent-acompact-* (internal compactions), .meta.json. spawned_by, strongest first: toolUseResult.agentId
@@ -47,22 +51,24 @@ def parse_claude_with_subagents(path: str | Path, final: bool = False, progress:
     else the Task/Agent call whose input["prompt"] is the sub-agent's first user message; else None.
     """
     path = Path(path)
-    state = _parse(path, final, progress)
+    state = _parse(path, final, progress, spill)
     session = state.session
     for file in subagent_files(path, session.session_id):
-        sub = parse_claude(file, final, progress)
+        sub = parse_claude(file, final, progress, spill)
         if sub.session_id not in {s.session_id for s in session.subagents}:
             session.subagents.append(sub)
     _link(session, state.hints)
     return session
 
 
-def _parse(path: Path, final: bool = False, progress: Reading | None = None) -> _Parse:
+def _parse(path: Path, final: bool = False, progress: Reading | None = None, spill: Spill | None = None) -> _Parse:
     """Each record becomes a node as it is read (its JSON is not kept), then the chains are resolved."""
     stream = stream_jsonl(path, final=final, progress=progress)
     state = _Parse(Session(agent="claude-code", session_id=path.stem, source_path=str(path)))
     for record in stream:
         _take(state, record.line, record.data)
+        if spill is not None and state.nodes:
+            _spill_last(state, spill)
     session = state.session
     session.lines, session.blank, session.end_offset = stream.lines, stream.blank, stream.end_offset
     session.problems = stream.problems + session.problems  # the reader's first, as they were
@@ -92,6 +98,14 @@ def _take(state: _Parse, line: int, data: Any) -> None:
         session.skipped[kind] += 1
     if uuid or node.messages:  # records with a uuid keep the chain whole even without a message
         state.nodes[node.key] = node
+
+
+def _spill_last(state: _Parse, spill: Spill) -> None:
+    """The big texts of the record just taken go to the spill (a dict keeps its order: the last node is the newest;
+    a duplicate or unusable record added none, and spilling a node twice keeps it as it is)."""
+    node = next(reversed(state.nodes.values()))
+    for message in node.messages:
+        message.parts = [spill.part(p) for p in message.parts]
 
 
 def _unusable(data: Any) -> str | None:

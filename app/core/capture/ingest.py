@@ -123,7 +123,11 @@ class Ingestor:
                     return index + 1
             return start + len(chunk)
         finally:
-            self._write_batch(pending, origin, out)
+            try:
+                self._write_batch(pending, origin, out)
+            finally:
+                for _, _, ready in pending:
+                    ready.close()
 
     # --- steps -----------------------------------------------------------------------------------
     def _plan(self, path: Path, origin: str, final: bool | None, agent: str | None = None,
@@ -153,7 +157,12 @@ class Ingestor:
 
     def _run(self, path: Path, plan: tuple[Path, str, bool], origin: str) -> IngestResult:
         ready = self._prepare(path, plan, origin)
-        return self._write_alone(path, ready, origin) if isinstance(ready, Prepared) else ready
+        if not isinstance(ready, Prepared):
+            return ready
+        try:
+            return self._write_alone(path, ready, origin)
+        finally:
+            ready.close()
 
     def _file_rows(self, files: list[Path]) -> dict[str, Any]:
         """capture_files rows by path (a look before reading; _write reads them again in its transaction)."""

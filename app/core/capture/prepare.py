@@ -6,11 +6,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
+from app.core.base import paths
 from app.core.capture.claude import parse_claude_with_subagents
 from app.core.capture.codex import parse_codex
 from app.core.capture.gemini import parse_gemini
 from app.core.capture.session import Session
 from app.core.capture.sources import CaptureConfig
+from app.core.capture.spill import SPILL_FILE_BYTES, Spill
 from app.core.datafiles.lines import Reading
 from app.core.scrub.scrubber import Scrubber
 
@@ -41,23 +43,46 @@ class Prepared:
     counts: dict[Path, FileCounts]
     secrets: int
     native_id: str | None = None  # the agent's own session id, when the file is named by it
+    spill: Spill | None = None  # where a huge transcript's big texts are while it waits to be written
 
     @property
     def size(self) -> int:
         """Bytes read for it (every file from its start)."""
         return sum(c.offset for c in self.counts.values())
 
+    def close(self) -> None:
+        """Once written (or given up): the spill's file is deleted, and the session with it."""
+        if self.spill is not None:
+            self.spill.close()
+            self.session = None
+
 
 def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber: Scrubber,
-            reading: Reading | None = None) -> Prepared:
-    session = PARSERS[agent](main, final=final, progress=reading)
-    counts = {f: counts_of(agent, s) for f, s in group_files(main, session).items()}
-    keep = config.keeps(session.project, session.cwd)
-    before = scrubber.report.total
-    if keep:
-        scrub(scrubber, session)
+            reading: Reading | None = None, spill_dir: Path | None = None) -> Prepared:
+    """A huge Claude Code transcript (SPILL_FILE_BYTES and up, sub-agent files included) keeps its big texts in a
+    spill file in `spill_dir` until written: the caller closes the Prepared."""
+    spill = Spill(spill_dir or paths.work_dir()) if agent == "claude-code" and _size(main) >= SPILL_FILE_BYTES else None
+    try:
+        kw = {"spill": spill} if spill is not None else {}
+        session = PARSERS[agent](main, final=final, progress=reading, **kw)
+        counts = {f: counts_of(agent, s) for f, s in group_files(main, session).items()}
+        keep = config.keeps(session.project, session.cwd)
+        before = scrubber.report.total
+        if keep:
+            scrub(scrubber, session)
+    except BaseException:
+        if spill is not None:
+            spill.close()
+        raise
     return Prepared(main, agent, session if keep else None, counts, scrubber.report.total - before,
-                    own_id(main, session.session_id))
+                    own_id(main, session.session_id), spill)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # the parser says what is wrong with it
 
 
 def scrub(scrubber: Scrubber, session: Session, chars: int = SCRUB_CHARS) -> None:
@@ -74,7 +99,7 @@ def scrub(scrubber: Scrubber, session: Session, chars: int = SCRUB_CHARS) -> Non
         while start < len(branch):
             end, size = start, 0
             while end < len(branch) and (end == start or size < chars):
-                size += sum(len(p.text) for p in branch[end].parts)
+                size += sum(p.chars for p in branch[end].parts)
                 end += 1
             piece = Session(session.agent, session.session_id, "", messages=branch[start:end])
             branch[start:end] = scrubber.session(piece).messages

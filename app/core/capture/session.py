@@ -21,6 +21,11 @@ class Part:
     call_id: str | None = None  # links a tool_result to its tool_call
     is_error: bool = False
 
+    @property
+    def chars(self) -> int:
+        """The text's length (a spilled part knows it without reading the text back)."""
+        return len(self.text)
+
 
 @dataclass
 class Message:
