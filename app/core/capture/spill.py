@@ -3,7 +3,6 @@ with its records, not with their text (a Part reads its text back each time it i
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import threading
 from pathlib import Path
@@ -29,16 +28,22 @@ class Spill:
     def put(self, data: bytes) -> tuple[int, int]:
         """Keep bytes; where to find them (offset, length)."""
         block = lz4.block.compress(data, store_size=True)
-        with self.lock:
+        with self.lock:  # seek + write rather than os.pwrite, which Windows lacks
             at = self.end
-            os.pwrite(self.file.fileno(), block, at)
+            self.file.seek(at)
+            view = memoryview(block)
+            while view:  # a raw write may take part of it
+                view = view[self.file.write(view):]
             self.end += len(block)
             self.kept += len(data)
         return at, len(block)
 
     def get(self, ref: tuple[int, int]) -> bytes:
         at, size = ref
-        return lz4.block.decompress(os.pread(self.file.fileno(), size, at))
+        with self.lock:
+            self.file.seek(at)
+            block = self.file.read(size)
+        return lz4.block.decompress(block)
 
     def part(self, part: Part) -> Part:
         """The part itself when it is small, else a SpilledPart holding the same values."""
