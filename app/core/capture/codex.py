@@ -113,7 +113,7 @@ class _Rollout:
         self.open = None
 
     def _set_cwd(self, cwd: Any) -> None:
-        if isinstance(cwd, str) and cwd:
+        if isinstance(cwd, str) and cwd and (cwd != self.s.cwd or not self.s.project):  # each turn repeats it
             self.s.cwd, self.s.project = cwd, PurePath(cwd.rstrip("/\\") or cwd).name or cwd
 
     def response_item(self, p: dict, line: int, ts: str | None) -> None:

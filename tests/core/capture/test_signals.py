@@ -1,11 +1,16 @@
 """Behavioural signals: counted on the branch that reached the end, from real fixtures and hand-made sessions."""
 from __future__ import annotations
 
-from app.core.capture.claude import parse_claude
-from app.core.capture.gemini import parse_gemini
-from app.core.capture.session import Message, Part, Session
+import re
+
+from app.core.capture import behaviour
 from app.core.capture.behaviour import signals
-from tests.core.capture.helpers import KV
+from app.core.capture.claude import parse_claude
+from app.core.capture.detect import detect_format
+from app.core.capture.gemini import parse_gemini
+from app.core.capture.prepare import PARSERS
+from app.core.capture.session import Message, Part, Session
+from tests.core.capture.helpers import KV, REAL
 
 
 def call(name: str, cid: str, **inp) -> Part:
@@ -61,3 +66,22 @@ def test_real_gemini_tool_error_fixture():
     s = parse_gemini(KV / "rejections" / "gemini_with_tool_error.jsonl")
     sig = signals(s)
     assert sig.errors >= 1 and sum(sig.tool_counts.values()) == len(sig.tool_sequence) > 0
+
+
+def test_the_word_patterns_count_what_they_counted_without_their_first_letter_look():
+    """Each word pattern's look at the next letter only skips positions where none of its words can start: the
+    counts equal the patterns without it, on every real fixture's assistant text and on caseless letters (ſ, K)."""
+    texts = ["ſhould read it before; WAIT, actually ſkip it as noted. MUST first. Let me retry. mY MISTAKE",
+             "no need to run since it passed\ndon't need to, because\nNot needed as is\nWon't since"]
+    for base in (REAL, REAL.parent / "real-world-2"):
+        for f in sorted(base.rglob("*.json*")):
+            agent = detect_format(f)
+            if agent in PARSERS:
+                texts.append(behaviour._assistant_text(PARSERS[agent](f, final=True).messages))
+    assert sum(map(len, texts)) > 200_000
+    for name in ("CONSTRAINT", "PRUNING", "SELF_CORRECTION"):
+        fast = getattr(behaviour, name)
+        plain = re.compile(re.sub(r"\(\?=\[[a-z]+\]\)", "", fast.pattern), fast.flags)
+        assert plain.pattern != fast.pattern
+        got = [len(fast.findall(t)) for t in texts]
+        assert got == [len(plain.findall(t)) for t in texts] and sum(got) > 5, name
