@@ -61,7 +61,7 @@ def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber
             reading: Reading | None = None, spill_dir: Path | None = None) -> Prepared:
     """A huge Claude Code transcript (SPILL_FILE_BYTES and up, sub-agent files included) keeps its big texts in a
     spill file in `spill_dir` until written: the caller closes the Prepared."""
-    spill = Spill(spill_dir or paths.work_dir()) if agent == "claude-code" and _size(main) >= SPILL_FILE_BYTES else None
+    spill = _spill(spill_dir) if agent == "claude-code" and _size(main) >= SPILL_FILE_BYTES else None
     try:
         kw = {"spill": spill} if spill is not None else {}
         session = PARSERS[agent](main, final=final, progress=reading, **kw)
@@ -76,6 +76,14 @@ def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber
         raise
     return Prepared(main, agent, session if keep else None, counts, scrubber.report.total - before,
                     own_id(main, session.session_id), spill)
+
+
+def _spill(spill_dir: Path | None) -> Spill | None:
+    """A spill in the data dir's work folder; None (the texts stay in memory) where no file can be made there."""
+    try:
+        return Spill(spill_dir or paths.work_dir())
+    except OSError:
+        return None
 
 
 def _size(path: Path) -> int:

@@ -21,7 +21,8 @@ class Spill:
     """An unnamed temporary file of LZ4 blocks (deleted when closed, or by the system if the process dies)."""
 
     def __init__(self, directory: str | Path | None = None) -> None:
-        self.file = tempfile.TemporaryFile(dir=directory, prefix="nightschool-spill-", buffering=0)  # noqa: SIM115
+        self.directory = str(directory or tempfile.gettempdir())
+        self.file = tempfile.TemporaryFile(dir=self.directory, prefix="nightschool-spill-", buffering=0)  # noqa: SIM115
         self.end, self.kept, self.closed = 0, 0, False
         self.lock = threading.Lock()
 
@@ -32,8 +33,12 @@ class Spill:
             at = self.end
             self.file.seek(at)
             view = memoryview(block)
-            while view:  # a raw write may take part of it
-                view = view[self.file.write(view):]
+            try:
+                while view:  # a raw write may take part of it
+                    view = view[self.file.write(view):]
+            except OSError as exc:  # a full disk: say where, the file is read again on the next look
+                raise OSError(exc.errno, f"{exc.strerror} (setting aside a huge transcript's texts in "
+                                         f"{self.directory})") from exc
             self.end += len(block)
             self.kept += len(data)
         return at, len(block)

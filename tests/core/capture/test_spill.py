@@ -4,14 +4,14 @@ done, also when preparing failed; a spilled part reads back what was set (non-AS
 from __future__ import annotations
 
 import csv
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 from app.core.base.store import Store
-from app.core.capture import prepare as prepare_module
-from app.core.capture import rows
+from app.core.capture import prepare as prepare_module, rows
 from app.core.capture.ingest import Ingestor
 from app.core.capture.prepare import prepare
 from app.core.capture.session import Part
@@ -66,7 +66,8 @@ def test_an_ingest_leaves_no_spill_behind_written_or_failed(monkeypatch, tmp_pat
     path = tmp_path / "projects" / "-home-me-p" / "0b16f11e-0000-4000-8000-000000000009.jsonl"
     path.parent.mkdir(parents=True)
     long = "x" * (SPILL_CHARS * 3)
-    path.write_text('{"type":"user","uuid":"u1","sessionId":"s","message":{"role":"user","content":"%s"}}\n' % long)
+    path.write_text(json.dumps({"type": "user", "uuid": "u1", "sessionId": "s",
+                                "message": {"role": "user", "content": long}}) + "\n")
     ingestor = Ingestor(Store(tmp_path / "s.db"), CaptureConfig(), Scrubber())
     result, = ingestor.ingest_many([path], final=True)
     assert result.status == "ok" and result.stored == 1
@@ -95,3 +96,29 @@ def test_a_spilled_part_reads_back_what_was_set(tmp_path):
     assert (part.text, part.tool_input, part.chars) == ("short", {"a": 1}, 5) and part._text == "short"
     assert spill.part(Part("text", "small")) == Part("text", "small")  # a small part stays as it is
     spill.close()
+
+
+def test_where_no_spill_can_be_made_the_texts_stay_in_memory(monkeypatch, tmp_path):
+    monkeypatch.setattr(prepare_module, "SPILL_FILE_BYTES", 0)
+    not_a_folder = tmp_path / "a-file"
+    not_a_folder.write_text("")
+    path = tmp_path / "0b16f11e-0000-4000-8000-000000000011.jsonl"
+    path.write_text(json.dumps({"type": "user", "uuid": "u1", "message": {"role": "user", "content": "y" * SPILL_CHARS}}))
+    ready = prepare(path, "claude-code", True, CaptureConfig(), Scrubber(), spill_dir=not_a_folder)
+    assert ready.spill is None and ready.session.messages[0].parts[0].text == "y" * SPILL_CHARS
+
+
+def test_a_full_disk_while_spilling_says_where(tmp_path):
+    spill = Spill(tmp_path)
+
+    class Full:
+        def seek(self, _at):
+            return None
+
+        def write(self, _data):
+            raise OSError(28, "No space left on device")
+
+    spill.file.close()
+    spill.file = Full()  # a stand-in for a disk that fills: no full disk can be made here
+    with pytest.raises(OSError, match=f"No space left on device .*huge transcript's texts in {tmp_path}"):
+        spill.put(b"x" * 10)
