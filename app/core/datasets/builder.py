@@ -45,8 +45,9 @@ def load_conversations(store: Store, config: BuildConfig, b: Build, progress: Pr
     leaves sessions unread (counted in `b.unread` and in the sessions seen)."""
     query = select(AgentSession).order_by(AgentSession.started_at, AgentSession.id)
     with store.session() as s:
-        skipped = s.scalar(select(func.count()).select_from(AgentSession).where(skip)) if skip is not None else 0
         sessions = list(s.scalars(query.where(~skip) if skip is not None else query))
+        # the rest were skipped: one count of every session (an index's length) instead of a second probe of each
+        skipped = s.scalar(select(func.count()).select_from(AgentSession)) - len(sessions) if skip is not None else 0
     b.unread = skipped
     b.counts["sessions"] = len(sessions) + skipped
     marks = _marks(store)
@@ -159,11 +160,11 @@ def _replay(store: Store, config: BuildConfig, b: Build, renderer: Renderer, hel
     if not earlier or not want:
         return []
     taken = {e.id for e in b.examples}
-    building = set(b.conversations)
+    apart = heldout | set(b.conversations)  # once (a union per record cost the held-out set's size each)
     pool: dict[str, dict] = {}
     for ds in earlier:
         for rec in manifest.iter_examples(Path(ds.path), "train"):
-            if rec["id"] not in taken and rec["session_id"] not in heldout | building:
+            if rec["id"] not in taken and rec["session_id"] not in apart:
                 pool.setdefault(rec["id"], rec)
     rank = sorted(pool, key=lambda i: hashlib.sha256(f"{config.seed}:{i}".encode()).hexdigest())
     for example_id in rank[:want]:
@@ -201,11 +202,11 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path,
     """Build into `out` (created); return the manifest written there. Raises BuildError when nothing is left."""
     b, registry = Build(), Registry(store)
     mode, name = _mode(store, config), config.name or default_name("sft")
-    heldout, prior = registry.heldout(config.base_model), registry.prior_splits(config.base_model)
+    heldout = registry.heldout(config.base_model)
     unread = registry.unchanged_since_used(config.base_model, config.learned_from) if mode == "incremental" else None
     convs = load_conversations(store, config, b, progress, unread)
-    if mode == "incremental":
-        used = registry.used(config.base_model, config.learned_from)
+    if mode == "incremental":  # what earlier datasets hold is read for the sessions read only
+        used = registry.used(config.base_model, config.learned_from, ids={c.session_id for c in convs})
         fresh = [c for c in convs if (c.session_id, c.content_sha256) not in used]
         b.filters[_used_words(config)] = b.unread + len(convs) - len(fresh)
         convs = fresh
@@ -213,6 +214,7 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path,
     b.filters["near-duplicate (MinHash)"] = len(dropped)
     convs = [c for c in convs if c.session_id not in dropped]
     b.conversations = {c.session_id: c for c in convs}
+    prior = registry.prior_splits(config.base_model, ids={i for c in convs for i in (c.session_id, c.parent_id) if i})
     b.splits = _split_sessions(convs, config, heldout, prior)
     by = registry.heldout_by(config.base_model)  # held-out session -> the dataset that held it out
     by.update({sid: name for sid, split in b.splits.items() if split == "test" and sid not in by})

@@ -63,18 +63,21 @@ class Registry:
             return list(s.scalars(select(BuiltDataset).where(BuiltDataset.base_model == base_model,
                                                              BuiltDataset.kind == kind).order_by(BuiltDataset.id)))
 
-    def used(self, base_model: str, learned_from: Collection[str] | None = None) -> set[tuple[str, str]]:
+    def used(self, base_model: str, learned_from: Collection[str] | None = None,
+             ids: Collection[str] | None = None) -> set[tuple[str, str]]:
         """(session id, content sha256) pairs an incremental build of this base model leaves out as already used:
         every held-out one (a test split's: read back, never trained on) and those in the train/val split of the
         datasets named in `learned_from` (None: of every earlier SFT dataset). The school names the datasets its
-        cycles trained on (runtime.triggers.learned), so a dataset built by hand and never trained uses nothing up."""
+        cycles trained on (runtime.triggers.learned), so a dataset built by hand and never trained uses nothing up.
+        With `ids`, those sessions' pairs (only theirs when they are FEW_IDS or fewer: what an incremental build read,
+        so its cost grows with what is new)."""
+        q = (select(DatasetSession.session_id, DatasetSession.content_sha256)
+             .join(BuiltDataset, BuiltDataset.id == DatasetSession.dataset_id)
+             .where(BuiltDataset.base_model == base_model, BuiltDataset.kind == "sft"))
+        if learned_from is not None:
+            q = q.where(or_(DatasetSession.split == "test", BuiltDataset.name.in_(list(learned_from))))
         with self.store.session() as s:
-            q = (select(DatasetSession.session_id, DatasetSession.content_sha256)
-                 .join(BuiltDataset, BuiltDataset.id == DatasetSession.dataset_id)
-                 .where(BuiltDataset.base_model == base_model, BuiltDataset.kind == "sft"))
-            if learned_from is not None:
-                q = q.where(or_(DatasetSession.split == "test", BuiltDataset.name.in_(list(learned_from))))
-            return {(a, b) for a, b in s.execute(q)}
+            return {(a, b) for part in _among(q, ids) for a, b in s.execute(part)}
 
     def used_clause(self, base_model: str, learned_from: Collection[str] | None = None):
         """A clause on AgentSession, true for a session `used` names (by id, whatever its content now): the SQL form,
@@ -116,18 +119,19 @@ class Registry:
                              .where(HeldOut.base_model == base_model))
             return {sid: name or "" for sid, name in rows}
 
-    def prior_splits(self, base_model: str) -> dict[str, str]:
+    def prior_splits(self, base_model: str, ids: Collection[str] | None = None) -> dict[str, str]:
         """Session id -> the split earlier SFT datasets of this base model gave it; train/val (the newest) wins over
-        test, so a session any build trained or validated on is never held out later."""
+        test, so a session any build trained or validated on is never held out later. With `ids`, theirs (only theirs
+        when few, as `used`)."""
         out: dict[str, str] = {}
+        q = (select(DatasetSession.session_id, DatasetSession.split)
+             .join(BuiltDataset, BuiltDataset.id == DatasetSession.dataset_id)
+             .where(BuiltDataset.base_model == base_model, BuiltDataset.kind == "sft").order_by(BuiltDataset.id))
         with self.store.session() as s:
-            rows = s.execute(select(DatasetSession.session_id, DatasetSession.split)
-                             .join(BuiltDataset, BuiltDataset.id == DatasetSession.dataset_id)
-                             .where(BuiltDataset.base_model == base_model, BuiltDataset.kind == "sft")
-                             .order_by(BuiltDataset.id))
-            for sid, split in rows:
-                if split != "test" or sid not in out:
-                    out[sid] = split
+            for part in _among(q, ids):  # a session's rows all come in one part, in dataset order
+                for sid, split in s.execute(part):
+                    if split != "test" or sid not in out:
+                        out[sid] = split
         return out
 
     def current_heldout(self, base_model: str) -> BuiltDataset | None:
@@ -228,3 +232,16 @@ def _read_only(folder: Path) -> None:
     for p in folder.iterdir():
         if p.is_file():
             p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+IDS_PER_QUERY = 500  # session ids bound in one IN (under every SQLite's variable limit)
+FEW_IDS = 5000  # beyond this many, one read of every row costs less than the probes
+
+
+def _among(q, ids: Collection[str] | None) -> list:
+    """The query as is (ids None, or too many to probe), else one query per slice of ids, each restricted to them."""
+    if ids is None or len(ids) > FEW_IDS:
+        return [q]
+    ids = sorted(ids)
+    return [q.where(DatasetSession.session_id.in_(ids[i:i + IDS_PER_QUERY]))
+            for i in range(0, len(ids), IDS_PER_QUERY)]
