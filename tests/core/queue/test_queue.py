@@ -198,7 +198,9 @@ def test_a_claimed_job_is_not_started_again_until_its_claim_goes_stale(queue, ch
 
 # --- pause / resume ----------------------------------------------------------------------------
 def test_pause_the_queue_and_a_running_job(queue, chat_file, tiny_model):
-    job = add(queue, chat_file, tiny_model, dry_run=False, max_steps=8, save_steps=10**6)
+    # steps enough that the pause lands before the end on a loaded machine (8 steps once ended first; the tiny model
+    # trains ~40 a second)
+    job = add(queue, chat_file, tiny_model, dry_run=False, max_steps=200, save_steps=10**6)
     queue.pause()
     assert queue.tick().started == [] and state_of(queue, job) == "queued"
     assert queue.entries()[0].starts_in_s is None  # nothing starts while paused
@@ -212,7 +214,7 @@ def test_pause_the_queue_and_a_running_job(queue, chat_file, tiny_model):
     events = wait_for_events(run.run_dir, lambda ev: states(ev)[-1] == "paused", alive=alive)
     paused_seq = of_type(events, "state")[-1].seq
     entry = queue.entries()[0]
-    assert entry.state == "paused" and entry.step is not None and entry.total == 8
+    assert entry.state == "paused" and entry.step is not None and entry.total == 200
     queue.tick()
     assert state_of(queue, job) == "running"  # a paused engine is not an ended one
     queue.resume(job)
@@ -240,7 +242,7 @@ def test_a_queued_job_can_be_held_and_released(queue, chat_file, tiny_model, mon
 
 # --- cancel / retry ----------------------------------------------------------------------------
 def test_cancel_a_running_job_then_retry_resumes_from_its_checkpoint(queue, chat_file, tiny_model):
-    job = add(queue, chat_file, tiny_model, dry_run=False, max_steps=10, save_steps=5)
+    job = add(queue, chat_file, tiny_model, dry_run=False, max_steps=100, save_steps=5)  # ends well after the cancel
     assert queue.tick().started == [job]
     run = queue.manager.latest_run(job)
     wait_for_events(run.run_dir, lambda ev: of_type(ev, "checkpoint"), alive=lambda: queue.manager.is_alive(run))
@@ -258,7 +260,7 @@ def test_cancel_a_running_job_then_retry_resumes_from_its_checkpoint(queue, chat
     run_until(queue, lambda: state_of(queue, job) != "running", "the retried job ends")
     assert state_of(queue, job) == "completed", queue.manager.job(job).error
     result = json.loads((Path(rerun.run_dir) / "result.json").read_text())
-    assert result["metrics"]["steps"] == 10 and rerun.resume_step in result["resumed_from"]
+    assert result["metrics"]["steps"] == 100 and rerun.resume_step in result["resumed_from"]
     assert len(_runs(queue, job)) == 2
 
 
@@ -297,7 +299,7 @@ def test_a_restart_of_the_app_loses_nothing_and_runs_nothing_twice(chat_file, ti
     store = Store()
     queue = Queue(store, JobManager(store), inbox=False)
     low, normal = add(queue, chat_file, tiny_model, "low"), add(queue, chat_file, tiny_model, "normal")
-    high = add(queue, chat_file, tiny_model, "high", dry_run=False, max_steps=10, save_steps=10**6)
+    high = add(queue, chat_file, tiny_model, "high", dry_run=False, max_steps=100, save_steps=10**6)  # still running
     assert queue.tick().started == [high]
     run = queue.manager.latest_run(high)
     wait_for_events(run.run_dir, lambda ev: "loading" in states(ev))
