@@ -66,8 +66,9 @@ def _parse(path: Path, final: bool = False, progress: Reading | None = None, spi
     stream = stream_jsonl(path, final=final, progress=progress)
     state = _Parse(Session(agent="claude-code", session_id=path.stem, source_path=str(path)))
     for record in stream:
+        held = len(state.nodes)
         _take(state, record.line, record.data)
-        if spill is not None and state.nodes:
+        if spill is not None and len(state.nodes) > held:
             _spill_last(state, spill)
     session = state.session
     session.lines, session.blank, session.end_offset = stream.lines, stream.blank, stream.end_offset
@@ -101,8 +102,7 @@ def _take(state: _Parse, line: int, data: Any) -> None:
 
 
 def _spill_last(state: _Parse, spill: Spill) -> None:
-    """The big texts of the record just taken go to the spill (a dict keeps its order: the last node is the newest;
-    a duplicate or unusable record added none, and spilling a node twice keeps it as it is)."""
+    """The big texts of the node just added go to the spill (a dict keeps its order: the last node is the newest)."""
     node = next(reversed(state.nodes.values()))
     for message in node.messages:
         message.parts = [spill.part(p) for p in message.parts]

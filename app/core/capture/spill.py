@@ -51,8 +51,8 @@ class Spill:
         return lz4.block.decompress(block)
 
     def part(self, part: Part) -> Part:
-        """The part itself when it is small, else a SpilledPart holding the same values."""
-        if len(part.text) < SPILL_CHARS and not _big_input(part.tool_input):
+        """The part itself when it is small or spilled already, else a SpilledPart holding the same values."""
+        if isinstance(part, SpilledPart) or (len(part.text) < SPILL_CHARS and not _big_input(part.tool_input)):
             return part
         return SpilledPart(part, self)
 

@@ -12,6 +12,7 @@ import pytest
 
 from app.core.base.store import Store
 from app.core.capture import prepare as prepare_module, rows
+from app.core.capture.claude import parse_claude
 from app.core.capture.ingest import Ingestor
 from app.core.capture.prepare import prepare
 from app.core.capture.session import Part
@@ -122,3 +123,18 @@ def test_a_full_disk_while_spilling_says_where(tmp_path):
     spill.file = Full()  # a stand-in for a disk that fills: no full disk can be made here
     with pytest.raises(OSError, match=f"No space left on device .*huge transcript's texts in {tmp_path}"):
         spill.put(b"x" * 10)
+
+
+def test_each_big_text_is_spilled_once_as_it_is_read(tmp_path):
+    big = "z" * (SPILL_CHARS * 2)
+    first = {"type": "user", "uuid": "u1", "message": {"role": "user", "content": big}}
+    lines = [first, *({"type": "file-history-snapshot", "messageId": f"m{i}"} for i in range(20)), first]  # no node
+    path = tmp_path / "0b16f11e-0000-4000-8000-000000000012.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    spill = Spill(tmp_path)
+    session = parse_claude(path, final=True, spill=spill)
+    assert session.messages[0].parts[0].text == big and session.skipped["duplicate"] == 1
+    assert spill.kept == len(big)  # not again for each later record that added no node
+    part = session.messages[0].parts[0]
+    assert spill.part(part) is part and spill.kept == len(big)
+    spill.close()
