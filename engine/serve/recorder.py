@@ -358,7 +358,8 @@ class Capture:
             self.answered.append(body)
             self.sent += len(body)
             # the latency ends with the answer's last byte: a sized answer can be complete before its last message
-            # (an HTTP middleware streams it on, then sends an empty end once the endpoint's own clean-up is over)
+            # (an HTTP middleware passes it on as a chunk holding every byte, then an empty end once the event loop
+            # gets back to it: another thread may hold the GIL meanwhile, and the client already has its answer)
             last = not message.get("more_body", False) or (self.length is not None and self.sent >= self.length)
             if last and not self.ended:
                 self.ended = time.perf_counter()
