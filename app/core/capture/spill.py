@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import lz4.block
-import orjson
 
+from app.core.capture.rows import _dumps  # the parts' own encoder: orjson, else the standard one
 from app.core.capture.session import Part
 
 SPILL_FILE_BYTES = 32 * 1024**2  # a transcript file from this size on keeps its parts' big texts in a Spill
@@ -67,13 +67,6 @@ def _big_input(value: Any) -> bool:
     if not isinstance(value, dict | list) or not value:
         return False
     return len(_dumps(value)) >= SPILL_CHARS
-
-
-def _dumps(value: Any) -> bytes:
-    try:
-        return orjson.dumps(value)
-    except TypeError:  # an integer over 64 bits, a lone surrogate: the standard encoder (ASCII) takes it
-        return json.dumps(value).encode()
 
 
 class SpilledPart(Part):
