@@ -139,14 +139,17 @@ def plain_loop(files: list[Path]) -> float:
     return time.perf_counter() - started
 
 
-def ours(files: list[Path], root: Path, db: Path, agent: str | None = "claude-code") -> tuple[float, int]:
-    """Seconds to ingest the files (agent None: each file's format detected, as a scan of mixed folders does)."""
+def ours(files: list[Path], root: Path, db: Path, agent: str | None = "claude-code",
+         workers: int | None = 1) -> tuple[float, int]:
+    """Seconds to ingest the files (agent None: each file's format detected, as a scan of mixed folders does) with
+    `workers` prepare workers (1: all in this process; None: the app's default, started once 16 MB were read)."""
     from app.core.base.store import Store
     from app.core.capture.ingest import Ingestor
     from app.core.capture.sources import CaptureConfig
 
     store = Store(db)
     ingestor = Ingestor(store, CaptureConfig(roots={agent: [str(root)]} if agent else {}))
+    ingestor.workers = workers or ingestor.workers
     started = time.perf_counter()
     lines = sum(r.lines_in for r in ingestor.ingest_many(files, origin="scan", final=True) if r)
     elapsed = time.perf_counter() - started
@@ -244,11 +247,17 @@ def compare(label: str, files: list[Path], size: int, root: Path, db: Path, agen
     mb = size / 1024**2
     plain = plain_loop(files)
     mine, lines = ours(files, root, db, agent)
+    from app.core.capture.pool import default_workers
+    pooled, pooled_lines = ours(files, root, db.with_name(f"{db.stem}-pooled.db"), agent, workers=None)
     plain = min(plain, plain_loop(files))
     print(f"{label}: {len(files)} files, {mb:.0f} MB")
     print(f"  plain json.loads loop: {mb / plain:.1f} MB/s ({plain:.1f} s)")
-    print(f"  nightschool ingest (parse, scrub, signals, store): {mb / mine:.1f} MB/s ({mine:.1f} s, {lines} lines)")
+    print(f"  nightschool ingest (parse, scrub, signals, store), one process: {mb / mine:.1f} MB/s ({mine:.1f} s, "
+          f"{lines} lines)")
     print(f"  ratio ours / plain: {plain / mine:.2f}   load average {load()}")
+    print(f"  with {default_workers()} prepare workers (the app's default): {mb / pooled:.1f} MB/s ({pooled:.1f} s, "
+          f"{pooled_lines} lines), ratio ours / plain {plain / pooled:.2f}, {mine / pooled:.2f}x one process   "
+          f"load average {load()}")
     if by_stage:
         stages(files, agent, mine)
     if by_floor:

@@ -16,7 +16,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
+from collections import deque
 import time
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, Callable
@@ -28,8 +31,10 @@ from app.core.base.store import Store, insert_many
 from app.core.capture import rows
 from app.core.capture.claude import first_session_id
 from app.core.capture.detect import detect_format
-from app.core.capture.prepare import PARSERS, FileCounts, Prepared, own_id, prepare
+from app.core.capture.pool import PreparePool, default_workers
+from app.core.capture.prepare import PARSERS, FileCounts, Prepared, file_size, own_id, prepare
 from app.core.capture.sources import CaptureConfig
+from app.core.capture.spill import SPILL_FILE_BYTES
 from app.core.datafiles.lines import Reading
 from app.core.scrub.scrubber import Scrubber
 
@@ -67,6 +72,8 @@ class Ingestor:
     """Thread-safe: one ingest at a time per process (SQLite serialises writers across processes)."""
 
     batch_files, batch_bytes = BATCH_FILES, BATCH_BYTES  # ingest_many's transactions (an instance may set others)
+    workers = default_workers()  # ingest_many's prepare workers (1: none)...
+    parallel_bytes: int | None = BATCH_BYTES  # ...started once a scan has read this much (None: never)
 
     def __init__(self, store: Store, config: CaptureConfig | None = None, scrubber: Scrubber | None = None,
                  reading: Reading | None = None) -> None:
@@ -87,47 +94,106 @@ class Ingestor:
                     progress: Callable[[int, int, Path], None] | None = None) -> list[IngestResult | None]:
         """ingest() for many files (scans, imports), with progress: the sessions of up to BATCH_FILES files (or
         BATCH_BYTES read) are written in one transaction; a session is read once even when several of its files are
-        listed. When a batch's transaction fails, each of its files is written alone, as ingest() would."""
+        listed. When a batch's transaction fails, each of its files is written alone, as ingest() would. Once more
+        than `parallel_bytes` were read, the rest is prepared by `workers` processes (`capture.pool`) while this
+        one writes."""
         files = [real_path(p) for p in paths]
         out: list[IngestResult | None] = [None] * len(files)
         mains: set[Path] = set()
-        start = 0
-        while start < len(files):
-            with self._lock:  # held for one batch: the watcher's ingest() waits at most that long
-                start = self._batch(files, start, origin, final, mains, out, progress)
+        start, read = 0, 0
+        pool: PreparePool | None = None
+        planned: deque[_Batch] = deque()
+        try:
+            while start < len(files) or planned:
+                if pool is None and read >= self.parallel_bytes and start < len(files) and self._parallel():
+                    pool = PreparePool(self.workers, self.config, self.scrubber.home)
+                with self._lock:  # held for one batch: the watcher's ingest() waits at most that long
+                    while start < len(files) and len(planned) < (2 if pool else 1):  # the workers read the next
+                        planned.append(self._plan_batch(files, start, origin, final, mains, pool))  # batch while
+                        start, read = planned[-1].end, read + planned[-1].size  # this one is written
+                    self._finish_batch(planned.popleft(), origin, out, progress, len(files))
+        finally:
+            for batch in planned:  # left by an error: what the workers were still reading is not wanted
+                batch.cancel()
+            if pool is not None:
+                pool.close()
         return out
 
-    def _batch(self, files: list[Path], start: int, origin: str, final: bool | None, mains: set[Path],
-               out: list[IngestResult | None], progress: Callable[[int, int, Path], None] | None) -> int:
-        """Plan and prepare files from `start` until the batch is full, write them (also when preparing one raised:
-        nothing already read is lost), fill `out`; the index of the next file."""
+    def _parallel(self) -> bool:
+        """Whether workers can prepare as this process would: more than one, and the scrubber the one they make."""
+        return self.workers > 1 and type(self.scrubber) is Scrubber and self.parallel_bytes is not None
+
+    def _plan_batch(self, files: list[Path], start: int, origin: str, final: bool | None, mains: set[Path],
+                    pool: PreparePool | None) -> _Batch:
+        """Plan files from `start` until the batch is full, sending each to the pool, if any."""
         chunk = files[start:start + self.batch_files]
         known = self._file_rows(chunk)
+        batch = _Batch(jobs=[], end=start + len(chunk))
+        for index, path in enumerate(chunk, start):
+            plan = self._plan(path, origin, final, known=known)
+            if isinstance(plan, tuple):
+                seen = plan[0] in mains
+                mains.add(plan[0])
+                size = 0 if seen else file_size(plan[0])
+                batch.size += size
+                plan = None if seen else self._send(pool, plan, size, known)
+            batch.jobs.append((index, path, plan))
+            if batch.size >= self.batch_bytes:
+                batch.end = index + 1
+                break
+        return batch
+
+    def _finish_batch(self, batch: _Batch, origin: str, out: list[IngestResult | None],
+                      progress: Callable[[int, int, Path], None] | None, total: int) -> None:
+        """Prepare or collect the batch's files in order, write them (also when preparing one raised: nothing already
+        read is lost), fill `out`."""
         pending: list[tuple[int, Path, Prepared]] = []
-        size = 0
         try:
-            for index, path in enumerate(chunk, start):
-                plan = self._plan(path, origin, final, known=known)
-                if isinstance(plan, tuple):
-                    seen = plan[0] in mains
-                    mains.add(plan[0])
-                    plan = None if seen else self._prepare(path, plan, origin)
-                if isinstance(plan, Prepared):
-                    pending.append((index, path, plan))
-                    size += plan.size
+            for index, path, item in batch.jobs:
+                ready = self._collect(path, item, origin)
+                if isinstance(ready, Prepared):
+                    pending.append((index, path, ready))
                 else:
-                    out[index] = plan
+                    out[index] = ready
                 if progress:
-                    progress(index + 1, len(files), path)
-                if size >= self.batch_bytes:
-                    return index + 1
-            return start + len(chunk)
+                    progress(index + 1, total, path)
         finally:
+            batch.cancel()
             try:
                 self._write_batch(pending, origin, out)
             finally:
                 for _, _, ready in pending:
                     ready.close()
+
+    def _send(self, pool: PreparePool | None, plan: tuple[Path, str, bool], size: int, known: dict[str, Any]):
+        """The plan, or a worker's future for it with the main file's stored state now (a huge file is prepared
+        here: its texts spill, its progress shows)."""
+        if pool is None or size >= SPILL_FILE_BYTES:
+            return plan
+        main, agent, final = plan
+        row = known[str(main)] if str(main) in known else self._file_rows([main]).get(str(main))
+        try:
+            return _Sent(pool.submit(main, agent, final, session_key(agent, main)), plan, _stamp(row))
+        except BrokenProcessPool:
+            return plan
+
+    def _collect(self, path: Path, item, origin: str) -> Prepared | IngestResult | None:
+        """A planned file prepared here, a worker's prepared file (its scrub counts added to this scrubber's), or
+        what the plan already answered."""
+        if isinstance(item, tuple):
+            return self._prepare(path, item, origin)
+        if not isinstance(item, _Sent):
+            return item
+        try:
+            ready, replaced = item.future.result()
+        except OSError as exc:
+            return self.fail(path, item.plan[1], origin, f"could not read the file: {exc.strerror or exc}")
+        except BrokenProcessPool:  # a worker died (killed, out of memory): this file is prepared here
+            return self._prepare(path, item.plan, origin)
+        for kind, n in replaced.items():
+            self.scrubber.report.counts[kind] = self.scrubber.report.counts.get(kind, 0) + n
+        ready.planned_as = item.stamp
+        return ready
 
     # --- steps -----------------------------------------------------------------------------------
     def _plan(self, path: Path, origin: str, final: bool | None, agent: str | None = None,
@@ -196,7 +262,7 @@ class Ingestor:
         for (index, _, _), result in zip(pending, done):
             out[index] = result
 
-    def _write_alone(self, path: Path, ready: Prepared, origin: str) -> IngestResult:
+    def _write_alone(self, path: Path, ready: Prepared, origin: str) -> IngestResult | None:
         """One prepared session in its own transaction; a file gone unreadable meanwhile is recorded as failed."""
         try:
             with self.store.engine.begin() as conn:
@@ -204,32 +270,36 @@ class Ingestor:
         except OSError as exc:
             return self.fail(path, ready.agent, origin, f"could not read the file: {exc.strerror or exc}")
 
-    def _write(self, conn, ready: Prepared, origin: str) -> IngestResult:
+    def _write(self, conn, ready: Prepared, origin: str) -> IngestResult | None:
         """Store one prepared session inside the caller's transaction (capture_files are read in it: another
         process may ingest concurrently)."""
-        main, agent, session, counts, secrets = ready.main, ready.agent, ready.session, ready.counts, ready.secrets
-        result = IngestResult(main, agent, origin, status="ok" if session else "excluded",
-                              message="" if session else "kept out by a project rule")
+        main, agent, counts, secrets = ready.main, ready.agent, ready.counts, ready.secrets
+        kept = ready.kept
+        result = IngestResult(main, agent, origin, status="ok" if kept else "excluded",
+                              message="" if kept else "kept out by a project rule")
         previous = {r.path: r for r in conn.execute(
             select(CaptureFile.__table__).where(CaptureFile.path.in_([str(f) for f in counts])))}
+        if ready.planned_as is not ... and _stamp(previous.get(str(main))) != ready.planned_as:
+            return None  # stored meanwhile by another ingest (the watcher's, another process'): what it read stands
         sid = _session_id(conn, agent, main, ready.native_id, previous.get(str(main)))
         held = conn.execute(select(AgentSession.source_path, AgentSession.messages).where(
             AgentSession.id == sid)).first()
         moved = 0
-        if session is not None and held is not None and held.source_path != session.source_path \
-                and held.messages > len(session.messages):  # an older copy: the fuller one stays
-            session, result.status, result.message = None, "copy", COPY
+        source, messages = ready.head() if kept else (None, 0)
+        if kept and held is not None and held.source_path != source \
+                and held.messages > messages:  # an older copy: the fuller one stays
+            kept, result.status, result.message = False, "copy", COPY
         else:
             moved = _release_copies(conn, sid, counts) if held is not None else 0
             conn.execute(delete(AgentSession).where((AgentSession.id == sid) | (AgentSession.parent_id == sid)))
-        if session is not None:
-            sessions, messages = rows.session_records(sid, session)
+        if kept:
+            sessions, messages = ready.rows_for(sid)
             sessions[0]["secrets_scrubbed"] = secrets
             conn.execute(insert(AgentSession.__table__), sessions)
             while chunk := list(itertools.islice(messages, INSERT_ROWS)):  # a huge session's rows: a chunk at a time
                 insert_many(conn, MessageRow.__table__, chunk)
             result.sessions = [s["id"] for s in sessions]
-        deltas = {f: _delta(c, previous.get(str(f)), session is None) for f, c in counts.items()}
+        deltas = {f: _delta(c, previous.get(str(f)), not kept) for f, c in counts.items()}
         for name in ("lines_in", "stored", "quarantined", "skipped"):
             setattr(result, name, sum(getattr(d, name) for d in deltas.values()))
         if moved:  # the copy this file replaced: its stored lines are skipped now
@@ -241,7 +311,7 @@ class Ingestor:
         )).inserted_primary_key[0]
         for file, c in counts.items():
             self._quarantine(conn, result.import_id, file, deltas[file].new_problems)
-            self._save_file(conn, file, agent, sid, c, previous.get(str(file)), session is None)
+            self._save_file(conn, file, agent, sid, c, previous.get(str(file)), not kept)
         return result
 
     def _quarantine(self, conn, import_id: int, file: Path, problems: list[tuple[int, str]]) -> None:
@@ -336,6 +406,34 @@ def _changed(row, stat, final: bool) -> bool:
     if row is None or row.size != stat.st_size or row.mtime != stat.st_mtime:
         return True
     return final and row.offset < stat.st_size
+
+
+@dataclass
+class _Sent:
+    """A planned file sent to a prepare worker, and its main file's stored state then (`_stamp`)."""
+
+    future: Future
+    plan: tuple[Path, str, bool]
+    stamp: tuple | None
+
+
+@dataclass
+class _Batch:
+    """ingest_many's files of one transaction, planned: each with its plan, a worker's _Sent, or its answer."""
+
+    jobs: list[tuple[int, Path, Any]]
+    end: int  # the index of the next batch's first file
+    size: int = 0  # bytes it reads
+
+    def cancel(self) -> None:
+        for _, _, item in self.jobs:
+            if isinstance(item, _Sent):
+                item.future.cancel()
+
+
+def _stamp(row) -> tuple | None:
+    """A capture_files row's state as only an ingest of its file changes it (a copy's release changes its counts)."""
+    return None if row is None else (row.size, row.mtime, row.offset, row.lines)
 
 
 @dataclass

@@ -3,10 +3,13 @@ project rules and scrubbed (in pieces: a huge session's joined text would cost s
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
+from typing import Any
 
 from app.core.base import paths
+from app.core.capture import rows
 from app.core.capture.claude import parse_claude_with_subagents
 from app.core.capture.codex import parse_codex
 from app.core.capture.gemini import parse_gemini
@@ -18,6 +21,7 @@ from app.core.scrub.scrubber import Scrubber
 
 PARSERS = {"claude-code": parse_claude_with_subagents, "codex": parse_codex, "gemini": parse_gemini}
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+Records = tuple[list[dict], list[dict]]  # a session's rows (its own and its sub-agents') and its message rows
 SCRUB_CHARS = 4 * 1024**2  # text scrubbed per pass (see scrub)
 
 
@@ -44,11 +48,39 @@ class Prepared:
     secrets: int
     native_id: str | None = None  # the agent's own session id, when the file is named by it
     spill: Spill | None = None  # where a huge transcript's big texts are while it waits to be written
+    records: Records | None = None  # its rows, made by a prepare worker for the id `key` (the session then is None)
+    key: str = ""
+    planned_as: Any = ...  # its main file's stored state when it was sent to a worker (...: none was)
 
     @property
     def size(self) -> int:
         """Bytes read for it (every file from its start)."""
         return sum(c.offset for c in self.counts.values())
+
+    @property
+    def kept(self) -> bool:
+        """False when a project rule kept it out."""
+        return self.session is not None or self.records is not None
+
+    def head(self) -> tuple[str | None, int]:
+        """The kept session's source path and message count (what decides between two copies of it)."""
+        if self.records is not None:
+            top = self.records[0][0]
+            return top["source_path"], top["messages"]
+        return self.session.source_path, len(self.session.messages)
+
+    def rows_for(self, sid: str) -> tuple[list[dict], Iterator[dict]]:
+        """The kept session's rows stored as `sid` (a worker's rows are moved to it when it guessed another)."""
+        if self.records is not None:
+            return rows.rekey(*self.records, self.key, sid)
+        return rows.session_records(sid, self.session)
+
+    def with_rows(self, key: str) -> Prepared:
+        """This, with its rows made now for the id `key` and the session let go (what a worker sends back)."""
+        if self.session is not None:
+            sessions, messages = rows.session_rows(key, self.session)
+            self.records, self.key, self.session = (sessions, messages), key, None
+        return self
 
     def close(self) -> None:
         """Once written (or given up): the spill's file is deleted, and the session with it."""
@@ -61,7 +93,7 @@ def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber
             reading: Reading | None = None, spill_dir: Path | None = None) -> Prepared:
     """A huge Claude Code transcript (SPILL_FILE_BYTES and up, sub-agent files included) keeps its big texts in a
     spill file in `spill_dir` until written: the caller closes the Prepared."""
-    spill = _spill(spill_dir) if agent == "claude-code" and _size(main) >= SPILL_FILE_BYTES else None
+    spill = _spill(spill_dir) if agent == "claude-code" and file_size(main) >= SPILL_FILE_BYTES else None
     try:
         kw = {"spill": spill} if spill is not None else {}
         session = PARSERS[agent](main, final=final, progress=reading, **kw)
@@ -86,7 +118,7 @@ def _spill(spill_dir: Path | None) -> Spill | None:
         return None
 
 
-def _size(path: Path) -> int:
+def file_size(path: Path) -> int:
     try:
         return path.stat().st_size
     except OSError:

@@ -47,6 +47,20 @@ def session_records(sid: str, session: Session, parent: str | None = None) -> tu
     return sessions, itertools.chain.from_iterable(messages)
 
 
+def rekey(sessions: list[dict], messages: list[dict], old: str, new: str) -> tuple[list[dict], Iterator[dict]]:
+    """session_records' rows made for the id `old` as session_records(new, ...) makes them (sub-agents' ids derive
+    from their parent's), dated now: a prepare worker makes them before the write knows the session's id."""
+    ids = {None: None, old: new}
+    for row in sessions:  # parents come before their sub-agents
+        if row["parent_id"] is not None:
+            ids[row["id"]] = hashlib.sha1(f"{ids[row['parent_id']]}\0{row['native_id']}".encode()).hexdigest()[:20]
+        row["id"], row["parent_id"], row["updated_at"] = ids[row["id"]], ids[row["parent_id"]], utcnow()
+    if new != old:
+        for message in messages:
+            message["session_id"] = ids[message["session_id"]]
+    return sessions, iter(messages)
+
+
 def _session_row(sid: str, session: Session, parent: str | None) -> dict:
     sig = signals(session)
     usage = session.usage()

@@ -1,0 +1,153 @@
+"""Prepare workers: every real fixture (and a copy of a named session in another folder) ingested by a scan whose
+files are prepared in worker processes gives the same stored rows, results, counts and scrub report as one process;
+a worker's unreadable file fails as it would here; a worker that dies leaves its file to this process."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from app.core.base.store import Store
+from app.core.capture import pool as pool_module, rows
+from app.core.capture.ingest import Ingestor, session_key
+from tests.core.capture.helpers import REAL
+
+REAL2 = REAL.parent / "real-world-2"
+DATED = {"updated_at", "created_at"}  # when it was written, not what
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".json")
+                  and p.name != "MANIFEST.json")
+
+
+def _corpus(tmp_path: Path) -> list[Path]:
+    files = _files(REAL) + _files(REAL2)
+    named = next(f for f in files if f.suffix == ".jsonl" and (f.parent / f.stem / "subagents").is_dir())
+    copy = tmp_path / "elsewhere" / named.name  # a copy: stored as the same session (a rekeyed worker row)
+    shutil.copytree(named.parent / named.stem, copy.parent / named.stem)
+    shutil.copy(named, copy)
+    return files + _files(copy.parent)
+
+
+def _dump(db: Path) -> dict[str, list[tuple]]:
+    conn = sqlite3.connect(db)
+    out = {}
+    for table in ("sessions", "messages", "capture_files", "imports", "quarantine"):
+        columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})") if r[1] not in DATED | {"id"}]
+        out[table] = sorted(conn.execute(f"SELECT {', '.join(columns)} FROM {table}").fetchall(), key=repr)
+    conn.close()
+    return out
+
+
+def _scan(db: Path, files: list[Path], workers: int, monkeypatch) -> tuple[list, dict, dict, int]:
+    sent, submit = [], pool_module.PreparePool.submit
+    monkeypatch.setattr(pool_module.PreparePool, "submit", lambda pool, *a: sent.append(a) or submit(pool, *a))
+    ingestor = Ingestor(Store(db))
+    ingestor.workers, ingestor.parallel_bytes, ingestor.batch_bytes = workers, 0, 2 * 1024**2  # several batches
+    results = ingestor.ingest_many(files, final=True)
+    shown = [None if r is None else (r.path, r.status, r.lines_in, r.stored, r.quarantined, r.skipped, r.sessions)
+             for r in results]
+    return shown, _dump(db), dict(ingestor.scrubber.report.counts), len(sent)
+
+
+@pytest.mark.skipif(not (REAL2 / "MANIFEST.json").is_file() and not (REAL2 / "MANIFEST.tsv").is_file(),
+                    reason=f"shared fixtures not here ({REAL2})")
+def test_a_scan_prepared_by_workers_stores_what_one_process_stores(tmp_path, monkeypatch):
+    files = _corpus(tmp_path)
+    alone = _scan(tmp_path / "alone.db", files, 1, monkeypatch)
+    pooled = _scan(tmp_path / "pooled.db", files, 2, monkeypatch)
+    assert len(files) > 60 and len(alone[1]["messages"]) > 5000 and sum(alone[2].values()) > 0
+    assert alone[3] == 0 and pooled[3] > 50  # the workers prepared nearly every file
+    copies = [r for f, r in zip(files, pooled[0]) if "elsewhere" in str(f) and r and r[-1]]
+    assert copies and copies[0][-1][0] != session_key("claude-code", Path(copies[0][0])) and any(r and r[-1] == copies[0][-1] and r is not copies[0]
+                                                  for r in pooled[0])  # a copy: stored under its original's id
+    assert pooled[0] == alone[0]
+    for table in alone[1]:
+        assert pooled[1][table] == alone[1][table], table
+    assert pooled[2] == alone[2]
+
+
+def test_rows_made_for_a_guessed_id_move_to_the_stored_one():
+    from app.core.capture.session import Message, Part, Session
+    sub = Session("claude-code", "sub-1", "/x/sub.jsonl", messages=[Message("user", [Part("text", text="hi")])])
+    top = Session("claude-code", "top", "/x/top.jsonl", messages=[Message("user", [Part("text", text="go")])],
+                  subagents=[sub])
+    made = rows.session_rows("guess", top)
+    for s in made[0]:
+        s.pop("updated_at")
+    sessions, messages = rows.rekey(*rows.session_rows("guess", top), "guess", "stored")
+    want = rows.session_rows("stored", top)
+    for s in (*sessions, *want[0]):
+        s.pop("updated_at")
+    assert (sessions, list(messages)) == want and sessions != made[0]
+
+
+def test_a_file_a_worker_cannot_read_fails_as_here(tmp_path, monkeypatch):
+    good = tmp_path / "a" / "good.jsonl"
+    good.parent.mkdir()
+    shutil.copy(_files(REAL)[0], good)
+    gone = tmp_path / "a" / "gone.jsonl"
+    shutil.copy(good, gone)
+    ingestor = Ingestor(Store(tmp_path / "s.db"))
+    ingestor.workers, ingestor.parallel_bytes = 2, 0
+    real_send = ingestor._send
+
+    def send_then_delete(pool, plan, size, known):  # planned (it existed), then gone before the worker reads it
+        if plan[0] == gone:
+            gone.unlink()
+        return real_send(pool, plan, size, known)
+
+    monkeypatch.setattr(ingestor, "_send", send_then_delete)
+    results = ingestor.ingest_many([good, gone], final=True)
+    assert results[0].status == "ok" and results[0].stored > 0
+    assert results[1].status == "error" and "could not read the file" in results[1].message
+
+
+def test_a_worker_that_dies_leaves_its_files_to_this_process(tmp_path, monkeypatch):
+    files = [tmp_path / f"s{i}.jsonl" for i in range(3)]
+    for f in files:
+        shutil.copy(_files(REAL)[0], f)
+    ingestor = Ingestor(Store(tmp_path / "s.db"))
+    ingestor.workers, ingestor.parallel_bytes = 2, 0
+    monkeypatch.setattr(pool_module, "_prepare", _die)  # every worker dies on its first file (a stand-in for a kill)
+    here, prepare_here = [], ingestor._prepare
+    monkeypatch.setattr(ingestor, "_prepare", lambda path, *a: here.append(path) or prepare_here(path, *a))
+    results = ingestor.ingest_many(files, final=True)
+    assert here == files
+    assert [r.status for r in results] == ["ok"] * 3 and all(r.stored > 0 for r in results)
+
+
+def _die(*_args):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_file_stored_meanwhile_by_another_ingest_is_not_written_again(tmp_path, monkeypatch):
+    files = [tmp_path / f"s{i}.jsonl" for i in range(2)]
+    for f in files:
+        shutil.copy(_files(REAL)[0], f)
+    store = Store(tmp_path / "s.db")
+    ingestor, watcher = Ingestor(store), Ingestor(store)
+    ingestor.workers, ingestor.parallel_bytes = 2, 0
+    real_send, theirs = ingestor._send, []
+
+    def send_then_the_watcher_stores_it(pool, plan, size, known):
+        sent = real_send(pool, plan, size, known)
+        if plan[0] == files[0]:  # sent to a worker, then stored by another ingest before this one writes it
+            theirs.append(watcher.ingest(files[0], final=True))
+        return sent
+
+    monkeypatch.setattr(ingestor, "_send", send_then_the_watcher_stores_it)
+    results = ingestor.ingest_many(files, final=True)
+    assert theirs[0].status == "ok" and results[0] is None and results[1].status == "ok"
+    conn = sqlite3.connect(tmp_path / "s.db")
+    imports = conn.execute("SELECT count(*) FROM imports").fetchone()[0]
+    held = conn.execute("SELECT count(*) FROM messages m JOIN sessions s ON s.id = m.session_id "
+                        "WHERE s.id = ?", (theirs[0].sessions[0],)).fetchone()[0]
+    alone = Ingestor(Store(tmp_path / "alone.db")).ingest(files[0], final=True)
+    assert imports == 2 and held == len(_dump(tmp_path / "alone.db")["messages"])  # their copy stands, once
+    assert alone.stored == theirs[0].stored
