@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
@@ -44,6 +45,14 @@ def _start(config: CaptureConfig, home: str) -> None:
     _config, _scrubber = config, Scrubber(home)
     if hasattr(os, "nice"):
         os.nice(NICE)
+    threading.Thread(target=_end_with, args=(multiprocessing.parent_process(),), daemon=True).start()
+
+
+def _end_with(parent) -> None:
+    """A worker's watch on the scan's process: when it is gone (killed mid-scan), so is the worker (the pool's
+    queues are shared with the other workers, so no end of file would ever tell it)."""
+    parent.join()
+    os._exit(1)
 
 
 def _prepare(main: Path, agent: str, final: bool, key: str) -> tuple[Prepared, dict[str, int]]:

@@ -151,3 +151,43 @@ def test_a_file_stored_meanwhile_by_another_ingest_is_not_written_again(tmp_path
     alone = Ingestor(Store(tmp_path / "alone.db")).ingest(files[0], final=True)
     assert imports == 2 and held == len(_dump(tmp_path / "alone.db")["messages"])  # their copy stands, once
     assert alone.stored == theirs[0].stored
+
+
+KILLED_SCAN = """
+import sys
+from pathlib import Path
+from app.core.capture.pool import PreparePool
+from app.core.capture.sources import CaptureConfig
+if __name__ == "__main__":
+    pool = PreparePool(2, CaptureConfig(), "/nonexistent-home")
+    pool.submit(Path(sys.argv[1]), "claude-code", True, "k").result()
+    print(" ".join(str(pid) for pid in pool._pool._processes), flush=True)
+    sys.stdin.read()  # killed here, mid-scan
+"""
+
+
+def test_workers_end_when_the_scan_is_killed(tmp_path):
+    import subprocess
+    import sys
+    import time
+    script = tmp_path / "scan.py"
+    script.write_text(KILLED_SCAN)
+    proc = subprocess.Popen([sys.executable, str(script), str(_files(REAL)[0])], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[3])
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert pids and all(_alive(p) for p in pids)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 60
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return not (status.exists() and status.read_text().split(") ")[-1].startswith("Z"))  # a zombie has ended
