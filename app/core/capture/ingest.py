@@ -105,12 +105,12 @@ class Ingestor:
         planned: deque[_Batch] = deque()
         try:
             while start < len(files) or planned:
-                if pool is None and read >= self.parallel_bytes and start < len(files) and self._parallel():
-                    pool = PreparePool(self.workers, self.config, self.scrubber.home)
+                pool = pool or self._pool(read, start < len(files))
                 with self._lock:  # held for one batch: the watcher's ingest() waits at most that long
                     while start < len(files) and len(planned) < (2 if pool else 1):  # the workers read the next
                         planned.append(self._plan_batch(files, start, origin, final, mains, pool))  # batch while
                         start, read = planned[-1].end, read + planned[-1].size  # this one is written
+                    pool = pool or self._pool(read, start < len(files))  # started while this batch is read here
                     self._finish_batch(planned.popleft(), origin, out, progress, len(files))
         finally:
             for batch in planned:  # left by an error: what the workers were still reading is not wanted
@@ -119,9 +119,13 @@ class Ingestor:
                 pool.close()
         return out
 
-    def _parallel(self) -> bool:
-        """Whether workers can prepare as this process would: more than one, and the scrubber the one they make."""
-        return self.workers > 1 and type(self.scrubber) is Scrubber and self.parallel_bytes is not None
+    def _pool(self, read: int, more: bool) -> PreparePool | None:
+        """Workers, started (and warming up) once `parallel_bytes` were read with files left, where they can prepare
+        as this process would: more than one, and the scrubber the one they make."""
+        if not more or self.parallel_bytes is None or read < self.parallel_bytes or self.workers < 2 \
+                or type(self.scrubber) is not Scrubber:
+            return None
+        return PreparePool(self.workers, self.config, self.scrubber.home).warm()
 
     def _plan_batch(self, files: list[Path], start: int, origin: str, final: bool | None, mains: set[Path],
                     pool: PreparePool | None) -> _Batch:

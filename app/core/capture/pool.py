@@ -33,6 +33,12 @@ class PreparePool:
         self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                          initializer=_start, initargs=(config, home))
 
+    def warm(self) -> PreparePool:
+        """Start every worker now (each imports the capture and compiles the scrubber's rules: ~1 s)."""
+        for _ in range(self._pool._max_workers):
+            self._pool.submit(_warm)
+        return self
+
     def submit(self, main: Path, agent: str, final: bool, key: str) -> Future:
         return self._pool.submit(_prepare, main, agent, final, key)
 
@@ -53,6 +59,10 @@ def _end_with(parent) -> None:
     queues are shared with the other workers, so no end of file would ever tell it)."""
     parent.join()
     os._exit(1)
+
+
+def _warm() -> None:
+    _scrubber.text("compiles the rules")
 
 
 def _prepare(main: Path, agent: str, final: bool, key: str) -> tuple[Prepared, dict[str, int]]:
