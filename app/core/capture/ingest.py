@@ -16,8 +16,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-from collections import deque
 import time
+from collections import deque
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -28,7 +28,6 @@ from sqlalchemy import bindparam, delete, insert, select
 
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
 from app.core.base.store import Store, insert_many
-from app.core.capture import rows
 from app.core.capture.claude import first_session_id
 from app.core.capture.detect import detect_format
 from app.core.capture.pool import PreparePool, default_workers
@@ -131,7 +130,7 @@ class Ingestor:
                     pool: PreparePool | None) -> _Batch:
         """Plan files from `start` until the batch is full, sending each to the pool, if any."""
         chunk = files[start:start + self.batch_files]
-        known = self._file_rows(chunk)
+        known, listed = self._file_rows(chunk), set(chunk)
         batch = _Batch(jobs=[], end=start + len(chunk))
         for index, path in enumerate(chunk, start):
             plan = self._plan(path, origin, final, known=known)
@@ -140,7 +139,7 @@ class Ingestor:
                 mains.add(plan[0])
                 size = 0 if seen else file_size(plan[0])
                 batch.size += size
-                plan = None if seen else self._send(pool, plan, size, known)
+                plan = None if seen else self._send(pool, plan, size, known, listed)
             batch.jobs.append((index, path, plan))
             if batch.size >= self.batch_bytes:
                 batch.end = index + 1
@@ -169,13 +168,14 @@ class Ingestor:
                 for _, _, ready in pending:
                     ready.close()
 
-    def _send(self, pool: PreparePool | None, plan: tuple[Path, str, bool], size: int, known: dict[str, Any]):
+    def _send(self, pool: PreparePool | None, plan: tuple[Path, str, bool], size: int, known: dict[str, Any],
+              listed: set[Path]):
         """The plan, or a worker's future for it with the main file's stored state now (a huge file is prepared
         here: its texts spill, its progress shows)."""
         if pool is None or size >= SPILL_FILE_BYTES:
             return plan
         main, agent, final = plan
-        row = known[str(main)] if str(main) in known else self._file_rows([main]).get(str(main))
+        row = known.get(str(main)) if main in listed else self._file_rows([main]).get(str(main))  # a sub-agent's
         try:
             return _Sent(pool.submit(main, agent, final, session_key(agent, main)), plan, _stamp(row))
         except BrokenProcessPool:

@@ -22,7 +22,7 @@ from typing import Any
 import lz4.block
 import orjson
 
-from app.core.base.schema import utcnow
+from app.core.base.clock import utcnow
 from app.core.capture.behaviour import signals
 from app.core.capture.session import Message, Part, Session
 

@@ -97,10 +97,10 @@ def test_a_file_a_worker_cannot_read_fails_as_here(tmp_path, monkeypatch):
     ingestor.workers, ingestor.parallel_bytes = 2, 0
     real_send = ingestor._send
 
-    def send_then_delete(pool, plan, size, known):  # planned (it existed), then gone before the worker reads it
+    def send_then_delete(pool, plan, size, known, listed):  # planned (it existed), then gone before the worker reads it
         if plan[0] == gone:
             gone.unlink()
-        return real_send(pool, plan, size, known)
+        return real_send(pool, plan, size, known, listed)
 
     monkeypatch.setattr(ingestor, "_send", send_then_delete)
     results = ingestor.ingest_many([good, gone], final=True)
@@ -135,8 +135,8 @@ def test_a_file_stored_meanwhile_by_another_ingest_is_not_written_again(tmp_path
     ingestor.workers, ingestor.parallel_bytes = 2, 0
     real_send, theirs = ingestor._send, []
 
-    def send_then_the_watcher_stores_it(pool, plan, size, known):
-        sent = real_send(pool, plan, size, known)
+    def send_then_the_watcher_stores_it(pool, plan, size, known, listed):
+        sent = real_send(pool, plan, size, known, listed)
         if plan[0] == files[0]:  # sent to a worker, then stored by another ingest before this one writes it
             theirs.append(watcher.ingest(files[0], final=True))
         return sent

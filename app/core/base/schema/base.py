@@ -1,14 +1,10 @@
-"""The declarative base, the one clock of stored times, and the app's key/value settings table."""
+"""The declarative base, the one clock of stored times (`clock.utcnow`), and the app's key/value settings table."""
 from __future__ import annotations
-
-from datetime import datetime, timezone
 
 from sqlalchemy import String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+from app.core.base.clock import utcnow  # noqa: F401 - the stored times' clock, for the schema's users
 
 
 class Base(DeclarativeBase):
