@@ -98,7 +98,7 @@ def cmd_status(args) -> int:
         from app.cli.common import print_json
 
         return print_json({"sources": sources, "totals": asdict(totals), "include": ingestor.config.include,
-                           "exclude": ingestor.config.exclude})
+                           "exclude": ingestor.config.exclude, "scan_workers": ingestor.workers})
     print("Sources:")
     for s in sources:
         print(f"  {s['agent']:12} {s['state']:12} {s['root']}" + (f"  ({s['error']})" if s.get("error") else ""))

@@ -71,12 +71,13 @@ class Ingestor:
     """Thread-safe: one ingest at a time per process (SQLite serialises writers across processes)."""
 
     batch_files, batch_bytes = BATCH_FILES, BATCH_BYTES  # ingest_many's transactions (an instance may set others)
-    workers = default_workers()  # ingest_many's prepare workers (1: none)...
+    workers: int  # ingest_many's prepare workers (1: none; the capture settings' `workers`, else one per core)...
     parallel_bytes: int | None = BATCH_BYTES  # ...started once a scan has read this much (None: never)
 
     def __init__(self, store: Store, config: CaptureConfig | None = None, scrubber: Scrubber | None = None,
                  reading: Reading | None = None) -> None:
         self.store, self.config = store, config or CaptureConfig()
+        self.workers = self.config.workers or default_workers()
         self.scrubber = scrubber or Scrubber()
         self.reading = reading  # told (file, bytes read, its size) while a file is read: a big file's progress
         self._lock = threading.Lock()

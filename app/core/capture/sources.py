@@ -32,6 +32,7 @@ class CaptureConfig(BaseModel):
     include: list[str] = Field(default_factory=list)  # project name or cwd globs; empty = every project
     exclude: list[str] = Field(default_factory=list)  # wins over include
     watch: bool = True
+    workers: int = Field(default=0, ge=0)  # processes preparing a big scan's files: 0 = one per core (up to 8), 1 = none
 
     @classmethod
     def load(cls, path: Path | None = None) -> CaptureConfig:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.core.base.store import Store
-from app.core.capture import pool as pool_module, rows
+from app.core.capture import ingest as ingest_module, pool as pool_module, rows
 from app.core.capture.ingest import Ingestor, session_key
 from tests.core.capture.helpers import REAL
 
@@ -191,3 +191,18 @@ def _alive(pid: int) -> bool:
         return False
     status = Path(f"/proc/{pid}/stat")
     return not (status.exists() and status.read_text().split(") ")[-1].startswith("Z"))  # a zombie has ended
+
+
+def test_the_capture_settings_name_the_workers(tmp_path, monkeypatch):
+    from app.core.capture.sources import CaptureConfig
+    files = [tmp_path / f"s{i}.jsonl" for i in range(3)]
+    for f in files:
+        shutil.copy(_files(REAL)[0], f)
+    assert Ingestor(Store(tmp_path / "d.db")).workers == pool_module.default_workers() >= 1
+    saved = CaptureConfig(workers=1).save(tmp_path / "capture.json")
+    ingestor = Ingestor(Store(tmp_path / "s.db"), CaptureConfig.load(saved))
+    ingestor.parallel_bytes = 0
+    monkeypatch.setattr(ingest_module, "PreparePool", None)  # one process: no pool is ever made
+    assert [r.status for r in ingestor.ingest_many(files, final=True)] == ["ok"] * 3
+    with pytest.raises(ValueError):
+        CaptureConfig.model_validate({"workers": -1})
