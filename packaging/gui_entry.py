@@ -2,8 +2,8 @@
 import multiprocessing
 import sys
 
-from app.cli.main import main
-
 if __name__ == "__main__":
     multiprocessing.freeze_support()  # a capture scan's prepare workers (spawned) start here as workers, not the app
+    from app.cli.main import main
+
     sys.exit(main())

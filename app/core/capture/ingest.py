@@ -21,6 +21,7 @@ from collections import deque
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path, PurePath
 from typing import Any, Callable
 
@@ -101,37 +102,50 @@ class Ingestor:
         out: list[IngestResult | None] = [None] * len(files)
         mains: set[Path] = set()
         start, read = 0, 0
-        pool: PreparePool | None = None
+        pool: PreparePool | bool | None = None  # None: not started yet; False: not to be (or it could not start)
         planned: deque[_Batch] = deque()
         try:
             while start < len(files) or planned:
-                pool = pool or self._pool(read, start < len(files))
+                pool = self._pool(read, start < len(files)) if pool is None else pool
                 with self._lock:  # held for one batch: the watcher's ingest() waits at most that long
-                    while start < len(files) and len(planned) < (2 if pool else 1):  # the workers read the next
-                        planned.append(self._plan_batch(files, start, origin, final, mains, pool))  # batch while
-                        start, read = planned[-1].end, read + planned[-1].size  # this one is written
-                    pool = pool or self._pool(read, start < len(files))  # started while this batch is read here
-                    self._finish_batch(planned.popleft(), origin, out, progress, len(files))
+                    if not planned:
+                        planned.append(self._plan_batch(files, start, origin, final, mains, pool or None))
+                        start, read = planned[-1].end, read + planned[-1].size
+                    current = planned.popleft()
+                    try:  # the workers read the next batch while this one is written
+                        pool = self._pool(read, start < len(files)) if pool is None else pool
+                        if pool and start < len(files):
+                            planned.append(self._plan_batch(files, start, origin, final, mains, pool))
+                            start, read = planned[-1].end, read + planned[-1].size
+                    finally:  # written also when planning the next one failed: nothing already read is lost
+                        self._finish_batch(current, origin, out, progress, len(files))
         finally:
             for batch in planned:  # left by an error: what the workers were still reading is not wanted
                 batch.cancel()
-            if pool is not None:
+            if pool:
                 pool.close()
         return out
 
-    def _pool(self, read: int, more: bool) -> PreparePool | None:
+    def _pool(self, read: int, more: bool) -> PreparePool | None | bool:
         """Workers, started (and warming up) once `parallel_bytes` were read with files left, where they can prepare
-        as this process would: more than one, and the scrubber the one they make."""
-        if not more or self.parallel_bytes is None or read < self.parallel_bytes or self.workers < 2 \
-                or type(self.scrubber) is not Scrubber:
+        as this process would: more than one, and the scrubber the one they make. None: not yet; False: not in this
+        scan (none wanted, or they could not start: it goes on in this process)."""
+        if self.parallel_bytes is None or self.workers < 2 or type(self.scrubber) is not Scrubber:
+            return False
+        if not more or read < self.parallel_bytes:
             return None
-        return PreparePool(self.workers, self.config, self.scrubber.home).warm()
+        pool = PreparePool(self.workers, self.config, self.scrubber.home)
+        try:
+            return pool.warm()
+        except Exception:  # noqa: BLE001 - no process to be had (out of memory, of file handles): done here
+            pool.close()
+            return False
 
     def _plan_batch(self, files: list[Path], start: int, origin: str, final: bool | None, mains: set[Path],
                     pool: PreparePool | None) -> _Batch:
         """Plan files from `start` until the batch is full, sending each to the pool, if any."""
         chunk = files[start:start + self.batch_files]
-        known, listed = self._file_rows(chunk), set(chunk)
+        known = self._file_rows(chunk)
         batch = _Batch(jobs=[], end=start + len(chunk))
         for index, path in enumerate(chunk, start):
             plan = self._plan(path, origin, final, known=known)
@@ -140,7 +154,7 @@ class Ingestor:
                 mains.add(plan[0])
                 size = 0 if seen else file_size(plan[0])
                 batch.size += size
-                plan = None if seen else self._send(pool, plan, size, known, listed)
+                plan = None if seen else self._send(pool, plan, size)
             batch.jobs.append((index, path, plan))
             if batch.size >= self.batch_bytes:
                 batch.end = index + 1
@@ -169,16 +183,14 @@ class Ingestor:
                 for _, _, ready in pending:
                     ready.close()
 
-    def _send(self, pool: PreparePool | None, plan: tuple[Path, str, bool], size: int, known: dict[str, Any],
-              listed: set[Path]):
-        """The plan, or a worker's future for it with the main file's stored state now (a huge file is prepared
-        here: its texts spill, its progress shows)."""
+    def _send(self, pool: PreparePool | None, plan: tuple[Path, str, bool], size: int):
+        """The plan, or a worker's future for it, sent now (a huge file is prepared here: its texts spill, its
+        progress shows)."""
         if pool is None or size >= SPILL_FILE_BYTES:
             return plan
         main, agent, final = plan
-        row = known.get(str(main)) if main in listed else self._file_rows([main]).get(str(main))  # a sub-agent's
         try:
-            return _Sent(pool.submit(main, agent, final, session_key(agent, main)), plan, _stamp(row))
+            return _Sent(pool.submit(main, agent, final, session_key(agent, main)), plan, utcnow())
         except BrokenProcessPool:
             return plan
 
@@ -197,7 +209,7 @@ class Ingestor:
             return self._prepare(path, item.plan, origin)
         for kind, n in replaced.items():
             self.scrubber.report.counts[kind] = self.scrubber.report.counts.get(kind, 0) + n
-        ready.planned_as = item.stamp
+        ready.sent_at = item.sent_at
         return ready
 
     # --- steps -----------------------------------------------------------------------------------
@@ -284,7 +296,7 @@ class Ingestor:
                               message="" if kept else "kept out by a project rule")
         previous = {r.path: r for r in conn.execute(
             select(CaptureFile.__table__).where(CaptureFile.path.in_([str(f) for f in counts])))}
-        if ready.planned_as is not ... and _stamp(previous.get(str(main))) != ready.planned_as:
+        if ready.sent_at is not None and any(_utc(r.updated_at) >= ready.sent_at for r in previous.values()):
             return None  # stored meanwhile by another ingest (the watcher's, another process'): what it read stands
         sid = _session_id(conn, agent, main, ready.native_id, previous.get(str(main)))
         held = conn.execute(select(AgentSession.source_path, AgentSession.messages).where(
@@ -389,7 +401,8 @@ def _release_copies(conn, sid: str, counts: dict[Path, FileCounts]) -> int:
     others = conn.execute(select(table.c.id, table.c.stored).where(
         table.c.session_id == sid, table.c.stored > 0, table.c.path.not_in([str(f) for f in counts]))).all()
     for row_id, stored in others:
-        conn.execute(table.update().where(table.c.id == row_id).values(stored=0, skipped=table.c.skipped + stored))
+        conn.execute(table.update().where(table.c.id == row_id).values(  # not an ingest of it: its time stays
+            stored=0, skipped=table.c.skipped + stored, updated_at=table.c.updated_at))
     return sum(stored for _, stored in others)
 
 
@@ -415,11 +428,11 @@ def _changed(row, stat, final: bool) -> bool:
 
 @dataclass
 class _Sent:
-    """A planned file sent to a prepare worker, and its main file's stored state then (`_stamp`)."""
+    """A planned file sent to a prepare worker, and when (a row of its files stored since makes it stale)."""
 
     future: Future
     plan: tuple[Path, str, bool]
-    stamp: tuple | None
+    sent_at: datetime
 
 
 @dataclass
@@ -436,9 +449,9 @@ class _Batch:
                 item.future.cancel()
 
 
-def _stamp(row) -> tuple | None:
-    """A capture_files row's state as only an ingest of its file changes it (a copy's release changes its counts)."""
-    return None if row is None else (row.size, row.mtime, row.offset, row.lines)
+def _utc(moment: datetime) -> datetime:
+    """A stored time as utcnow() makes it (SQLite gives it back naive, in UTC)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
 @dataclass

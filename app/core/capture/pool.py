@@ -13,7 +13,6 @@ from app.core.capture.sources import CaptureConfig
 from app.core.scrub.scrubber import Scrubber
 
 MAX_WORKERS = 8
-PARALLEL_BYTES = 32 * 1024**2  # less to read than this is prepared in the scan's own process: a worker takes ~1 s
 NICE = 5  # the workers yield to the desktop: a scan runs in the background
 
 _config: CaptureConfig | None = None

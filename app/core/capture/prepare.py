@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path, PurePath
-from typing import Any
 
 from app.core.base import paths
 from app.core.capture import rows
@@ -50,7 +50,7 @@ class Prepared:
     spill: Spill | None = None  # where a huge transcript's big texts are while it waits to be written
     records: Records | None = None  # its rows, made by a prepare worker for the id `key` (the session then is None)
     key: str = ""
-    planned_as: Any = ...  # its main file's stored state when it was sent to a worker (...: none was)
+    sent_at: datetime | None = None  # when it was sent to a worker (its files' rows stored since: it is stale)
 
     @property
     def size(self) -> int:
@@ -71,8 +71,9 @@ class Prepared:
 
     def rows_for(self, sid: str) -> tuple[list[dict], Iterator[dict]]:
         """The kept session's rows stored as `sid` (a worker's rows are moved to it when it guessed another)."""
-        if self.records is not None:
-            return rows.rekey(*self.records, self.key, sid)
+        if self.records is not None:  # moved in place: a batch written again file by file moves them from `sid`
+            made, self.key = rows.rekey(*self.records, self.key, sid), sid
+            return made
         return rows.session_records(sid, self.session)
 
     def with_rows(self, key: str) -> Prepared:

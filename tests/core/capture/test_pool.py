@@ -97,10 +97,10 @@ def test_a_file_a_worker_cannot_read_fails_as_here(tmp_path, monkeypatch):
     ingestor.workers, ingestor.parallel_bytes = 2, 0
     real_send = ingestor._send
 
-    def send_then_delete(pool, plan, size, known, listed):  # planned (it existed), then gone before the worker reads it
+    def send_then_delete(pool, plan, size):  # planned (it existed), then gone before the worker reads it
         if plan[0] == gone:
             gone.unlink()
-        return real_send(pool, plan, size, known, listed)
+        return real_send(pool, plan, size)
 
     monkeypatch.setattr(ingestor, "_send", send_then_delete)
     results = ingestor.ingest_many([good, gone], final=True)
@@ -135,8 +135,8 @@ def test_a_file_stored_meanwhile_by_another_ingest_is_not_written_again(tmp_path
     ingestor.workers, ingestor.parallel_bytes = 2, 0
     real_send, theirs = ingestor._send, []
 
-    def send_then_the_watcher_stores_it(pool, plan, size, known, listed):
-        sent = real_send(pool, plan, size, known, listed)
+    def send_then_the_watcher_stores_it(pool, plan, size):
+        sent = real_send(pool, plan, size)
         if plan[0] == files[0]:  # sent to a worker, then stored by another ingest before this one writes it
             theirs.append(watcher.ingest(files[0], final=True))
         return sent
@@ -206,3 +206,70 @@ def test_the_capture_settings_name_the_workers(tmp_path, monkeypatch):
     assert [r.status for r in ingestor.ingest_many(files, final=True)] == ["ok"] * 3
     with pytest.raises(ValueError):
         CaptureConfig.model_validate({"workers": -1})
+
+
+def test_a_workers_rows_moved_once_move_again_when_the_batch_is_written_file_by_file(tmp_path):
+    from app.core.capture.prepare import prepare
+    from app.core.capture.sources import CaptureConfig
+    from app.core.scrub.scrubber import Scrubber
+    main = _named(tmp_path)
+    ready = prepare(main, "claude-code", True, CaptureConfig(), Scrubber()).with_rows("guess")
+    first = ready.rows_for("stored")
+    first = (first[0], list(first[1]))
+    again = ready.rows_for("stored")  # a failed batch transaction: each file written alone, the rows again
+    assert len(first[0]) > 1 and (again[0], list(again[1])) == first
+    assert {s["id"] for s in first[0]} & {s["parent_id"] for s in first[0]} == {"stored"}
+
+
+def test_a_session_stored_meanwhile_through_its_sub_agent_file_is_not_written_again(tmp_path, monkeypatch):
+    main = _named(tmp_path)
+    sub = next((main.parent / main.stem / "subagents").glob("agent-*.jsonl"))
+    store = Store(tmp_path / "s.db")
+    ingestor, watcher = Ingestor(store), Ingestor(store)
+    ingestor.workers, ingestor.parallel_bytes = 2, 0
+    real_send, theirs = ingestor._send, []
+
+    def send_then_the_sub_agent_grows(pool, plan, size):  # the worker reads the session before the line lands
+        sent = real_send(pool, plan, size)
+        sent.future.result()
+        with sub.open("a", encoding="utf-8") as fh:
+            fh.write(sub.read_text(encoding="utf-8").splitlines()[-1] + "\n")  # a duplicate: counted, skipped
+        theirs.append(watcher.ingest(sub, final=True))  # the watcher stores the session again (main unchanged)
+        return sent
+
+    monkeypatch.setattr(ingestor, "_send", send_then_the_sub_agent_grows)
+    assert ingestor.ingest_many([main], final=True) == [None] and theirs[0].status == "ok"
+    conn = sqlite3.connect(tmp_path / "s.db")
+    lines = conn.execute("SELECT lines FROM capture_files WHERE path = ?", (str(sub),)).fetchone()[0]
+    assert lines == len(sub.read_text(encoding="utf-8").splitlines())  # the watcher's fuller count stands
+    assert conn.execute("SELECT count(*) FROM imports").fetchone()[0] == 1
+
+
+def test_a_scan_whose_workers_cannot_start_goes_on_in_its_own_process(tmp_path, monkeypatch):
+    files = [tmp_path / f"s{i}.jsonl" for i in range(3)]
+    for f in files:
+        shutil.copy(_files(REAL)[0], f)
+    closed = []
+
+    class NoProcesses(pool_module.PreparePool):
+        def warm(self):
+            raise OSError(24, "Too many open files")
+
+        def close(self):
+            closed.append(True)
+            super().close()
+
+    monkeypatch.setattr(ingest_module, "PreparePool", NoProcesses)
+    ingestor = Ingestor(Store(tmp_path / "s.db"))
+    ingestor.workers, ingestor.parallel_bytes = 2, 0
+    assert [r.status for r in ingestor.ingest_many(files, final=True)] == ["ok"] * 3 and closed == [True]
+
+
+def _named(tmp_path: Path) -> Path:
+    """A copy of a real Claude Code session named by its id, with its sub-agents' files."""
+    named = next(f for f in _files(REAL) + _files(REAL2)
+                 if f.suffix == ".jsonl" and (f.parent / f.stem / "subagents").is_dir())
+    main = tmp_path / "projects" / named.name
+    shutil.copytree(named.parent / named.stem, main.parent / named.stem)
+    shutil.copy(named, main)
+    return main
