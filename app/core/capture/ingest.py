@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 import threading
 import time
 from collections import deque
@@ -152,9 +153,9 @@ class Ingestor:
             if isinstance(plan, tuple):
                 seen = plan[0] in mains
                 mains.add(plan[0])
-                size = 0 if seen else file_size(plan[0])
+                size = 0 if seen else _reads(plan[0], plan[1])
                 batch.size += size
-                plan = None if seen else self._send(pool, plan, size)
+                plan = None if seen else self._send(pool, plan)
             batch.jobs.append((index, path, plan))
             if batch.size >= self.batch_bytes:
                 batch.end = index + 1
@@ -183,10 +184,10 @@ class Ingestor:
                 for _, _, ready in pending:
                     ready.close()
 
-    def _send(self, pool: PreparePool | None, plan: tuple[Path, str, bool], size: int):
+    def _send(self, pool: PreparePool | None, plan: tuple[Path, str, bool]):
         """The plan, or a worker's future for it, sent now (a huge file is prepared here: its texts spill, its
         progress shows)."""
-        if pool is None or size >= SPILL_FILE_BYTES:
+        if pool is None or file_size(plan[0]) >= SPILL_FILE_BYTES:
             return plan
         main, agent, final = plan
         try:
@@ -447,6 +448,19 @@ class _Batch:
         for _, _, item in self.jobs:
             if isinstance(item, _Sent):
                 item.future.cancel()
+
+
+def _reads(main: Path, agent: str) -> int:
+    """The bytes a session's files hold: its file, and a Claude Code session's `<id>/subagents/` beside it (what a
+    batch counts towards BATCH_BYTES before any is read; agent files of the older layout are not looked for)."""
+    size = file_size(main)
+    if agent == "claude-code":
+        try:
+            with os.scandir(main.parent / main.stem / "subagents") as found:
+                size += sum(entry.stat().st_size for entry in found if entry.name.endswith(".jsonl"))
+        except OSError:
+            pass  # none (or gone: the parser says what is wrong)
+    return size
 
 
 def _utc(moment: datetime) -> datetime:

@@ -97,10 +97,10 @@ def test_a_file_a_worker_cannot_read_fails_as_here(tmp_path, monkeypatch):
     ingestor.workers, ingestor.parallel_bytes = 2, 0
     real_send = ingestor._send
 
-    def send_then_delete(pool, plan, size):  # planned (it existed), then gone before the worker reads it
+    def send_then_delete(pool, plan):  # planned (it existed), then gone before the worker reads it
         if plan[0] == gone:
             gone.unlink()
-        return real_send(pool, plan, size)
+        return real_send(pool, plan)
 
     monkeypatch.setattr(ingestor, "_send", send_then_delete)
     results = ingestor.ingest_many([good, gone], final=True)
@@ -135,8 +135,8 @@ def test_a_file_stored_meanwhile_by_another_ingest_is_not_written_again(tmp_path
     ingestor.workers, ingestor.parallel_bytes = 2, 0
     real_send, theirs = ingestor._send, []
 
-    def send_then_the_watcher_stores_it(pool, plan, size):
-        sent = real_send(pool, plan, size)
+    def send_then_the_watcher_stores_it(pool, plan):
+        sent = real_send(pool, plan)
         if plan[0] == files[0]:  # sent to a worker, then stored by another ingest before this one writes it
             theirs.append(watcher.ingest(files[0], final=True))
         return sent
@@ -229,8 +229,8 @@ def test_a_session_stored_meanwhile_through_its_sub_agent_file_is_not_written_ag
     ingestor.workers, ingestor.parallel_bytes = 2, 0
     real_send, theirs = ingestor._send, []
 
-    def send_then_the_sub_agent_grows(pool, plan, size):  # the worker reads the session before the line lands
-        sent = real_send(pool, plan, size)
+    def send_then_the_sub_agent_grows(pool, plan):  # the worker reads the session before the line lands
+        sent = real_send(pool, plan)
         sent.future.result()
         with sub.open("a", encoding="utf-8") as fh:
             fh.write(sub.read_text(encoding="utf-8").splitlines()[-1] + "\n")  # a duplicate: counted, skipped
@@ -273,3 +273,14 @@ def _named(tmp_path: Path) -> Path:
     shutil.copytree(named.parent / named.stem, main.parent / named.stem)
     shutil.copy(named, main)
     return main
+
+
+def test_a_batch_counts_a_sessions_sub_agent_files_towards_its_bytes(tmp_path, monkeypatch):
+    mains = [_named(tmp_path / name) for name in ("a", "b")]
+    subs = sum(f.stat().st_size for f in (mains[0].parent / mains[0].stem / "subagents").glob("*.jsonl"))
+    ingestor = Ingestor(Store(tmp_path / "s.db"))
+    ingestor.workers, ingestor.batch_bytes = 1, mains[0].stat().st_size + subs // 2  # one main fits, not its subs
+    written, write = [], ingestor._write_batch
+    monkeypatch.setattr(ingestor, "_write_batch", lambda pending, *a: written.append(len(pending)) or write(pending, *a))
+    assert [r.status for r in ingestor.ingest_many(mains, final=True)] == ["ok", "ok"]
+    assert subs > 0 and written == [1, 1]  # a batch of one session each (counting the main files only: one of two)
