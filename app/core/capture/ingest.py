@@ -13,27 +13,24 @@ with more messages is kept; the other's lines are counted as skipped (status `co
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
-import os
 import threading
 import time
 from collections import deque
-from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any, Callable
 
 from sqlalchemy import bindparam, delete, insert, select
 
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
 from app.core.base.store import Store, insert_many
-from app.core.capture.claude import first_session_id
+from app.core.capture.batch import Batch, Sent, reads, utc
 from app.core.capture.detect import detect_format
+from app.core.capture.identity import changed, owner, real_path, release_copies, session_id_for, session_key
 from app.core.capture.pool import PreparePool, default_workers
-from app.core.capture.prepare import PARSERS, FileCounts, Prepared, file_size, own_id, prepare
+from app.core.capture.prepare import PARSERS, FileCounts, Prepared, file_size, prepare
 from app.core.capture.sources import CaptureConfig
 from app.core.capture.spill import SPILL_FILE_BYTES
 from app.core.datafiles.lines import Reading
@@ -104,7 +101,7 @@ class Ingestor:
         mains: set[Path] = set()
         start, read = 0, 0
         pool: PreparePool | bool | None = None  # None: not started yet; False: not to be (or it could not start)
-        planned: deque[_Batch] = deque()
+        planned: deque[Batch] = deque()
         try:
             while start < len(files) or planned:
                 pool = self._pool(read, start < len(files)) if pool is None else pool
@@ -143,17 +140,17 @@ class Ingestor:
             return False
 
     def _plan_batch(self, files: list[Path], start: int, origin: str, final: bool | None, mains: set[Path],
-                    pool: PreparePool | None) -> _Batch:
+                    pool: PreparePool | None) -> Batch:
         """Plan files from `start` until the batch is full, sending each to the pool, if any."""
         chunk = files[start:start + self.batch_files]
         known = self._file_rows(chunk)
-        batch = _Batch(jobs=[], end=start + len(chunk))
+        batch = Batch(jobs=[], end=start + len(chunk))
         for index, path in enumerate(chunk, start):
             plan = self._plan(path, origin, final, known=known)
             if isinstance(plan, tuple):
                 seen = plan[0] in mains
                 mains.add(plan[0])
-                size = 0 if seen else _reads(plan[0], plan[1])
+                size = 0 if seen else reads(plan[0], plan[1])
                 batch.size += size
                 plan = None if seen else self._send(pool, plan)
             batch.jobs.append((index, path, plan))
@@ -162,7 +159,7 @@ class Ingestor:
                 break
         return batch
 
-    def _finish_batch(self, batch: _Batch, origin: str, out: list[IngestResult | None],
+    def _finish_batch(self, batch: Batch, origin: str, out: list[IngestResult | None],
                       progress: Callable[[int, int, Path], None] | None, total: int) -> None:
         """Prepare or collect the batch's files in order, write them (also when preparing one raised: nothing already
         read is lost), fill `out`."""
@@ -191,7 +188,7 @@ class Ingestor:
             return plan
         main, agent, final = plan
         try:
-            return _Sent(pool.submit(main, agent, final, session_key(agent, main)), plan, utcnow())
+            return Sent(pool.submit(main, agent, final, session_key(agent, main)), plan, utcnow())
         except BrokenProcessPool:
             return plan
 
@@ -200,7 +197,7 @@ class Ingestor:
         what the plan already answered."""
         if isinstance(item, tuple):
             return self._prepare(path, item, origin)
-        if not isinstance(item, _Sent):
+        if not isinstance(item, Sent):
             return item
         try:
             ready, replaced = item.future.result()
@@ -228,7 +225,7 @@ class Ingestor:
             return self.fail(path, agent, origin, f"could not read the file: {exc.strerror or exc}")
         final = (time.time() - stat.st_mtime > IDLE_FINAL_S) if final is None else final
         row = (known if known is not None else self._file_rows([path])).get(str(path))
-        if main is None or not _changed(row, stat, final):
+        if main is None or not changed(row, stat, final):
             return None  # internal files (compaction agents) are not sessions; unchanged files need nothing
         return main, agent, final
 
@@ -297,9 +294,9 @@ class Ingestor:
                               message="" if kept else "kept out by a project rule")
         previous = {r.path: r for r in conn.execute(
             select(CaptureFile.__table__).where(CaptureFile.path.in_([str(f) for f in counts])))}
-        if ready.sent_at is not None and any(_utc(r.updated_at) >= ready.sent_at for r in previous.values()):
+        if ready.sent_at is not None and any(utc(r.updated_at) >= ready.sent_at for r in previous.values()):
             return None  # stored meanwhile by another ingest (the watcher's, another process'): what it read stands
-        sid = _session_id(conn, agent, main, ready.native_id, previous.get(str(main)))
+        sid = session_id_for(conn, agent, main, ready.native_id, previous.get(str(main)))
         held = conn.execute(select(AgentSession.source_path, AgentSession.messages).where(
             AgentSession.id == sid)).first()
         moved = 0
@@ -308,7 +305,7 @@ class Ingestor:
                 and held.messages > messages:  # an older copy: the fuller one stays
             kept, result.status, result.message = False, "copy", COPY
         else:
-            moved = _release_copies(conn, sid, counts) if held is not None else 0
+            moved = release_copies(conn, sid, counts) if held is not None else 0
             conn.execute(delete(AgentSession).where((AgentSession.id == sid) | (AgentSession.parent_id == sid)))
         if kept:
             sessions, messages = ready.rows_for(sid)
@@ -371,102 +368,6 @@ class Ingestor:
 
 
 # --- helpers -----------------------------------------------------------------------------------------
-def real_path(path: str | Path) -> Path:
-    """How the capture knows a file: its resolved path (`..`, symlinks and `~` undone), whatever spelling named it."""
-    return Path(path).expanduser().resolve()
-
-
-def session_key(agent: str, main: Path) -> str:
-    """A new session's id: agent + its file's real path (session ids can repeat across files)."""
-    return hashlib.sha1(f"{agent}\0{main}".encode()).hexdigest()[:20]
-
-
-def _session_id(conn, agent: str, main: Path, native: str | None, row) -> str:
-    """The stored session this file holds: the one it was stored as before, else a stored copy's (the same agent
-    session id, named by its file too), else a new key."""
-    if row is not None and row.session_id:
-        return row.session_id
-    if native:
-        for sid, source in conn.execute(select(AgentSession.id, AgentSession.source_path).where(
-                AgentSession.agent == agent, AgentSession.native_id == native,
-                AgentSession.parent_id.is_(None)).order_by(AgentSession.id)):
-            if own_id(PurePath(source), native):
-                return sid
-    return session_key(agent, main)
-
-
-def _release_copies(conn, sid: str, counts: dict[Path, FileCounts]) -> int:
-    """Other files held as this session (a copy being replaced by a fuller one): their stored lines become skipped;
-    how many."""
-    table = CaptureFile.__table__
-    others = conn.execute(select(table.c.id, table.c.stored).where(
-        table.c.session_id == sid, table.c.stored > 0, table.c.path.not_in([str(f) for f in counts]))).all()
-    for row_id, stored in others:
-        conn.execute(table.update().where(table.c.id == row_id).values(  # not an ingest of it: its time stays
-            stored=0, skipped=table.c.skipped + stored, updated_at=table.c.updated_at))
-    return sum(stored for _, stored in others)
-
-
-def owner(agent: str, path: Path) -> Path | None:
-    """The file whose session this file belongs to (a Claude sub-agent file -> its session's file)."""
-    if agent != "claude-code" or not path.name.startswith("agent-"):
-        return path
-    if path.name.startswith("agent-acompact"):
-        return None
-    if path.parent.name == "subagents":  # <sessionId>/subagents/agent-<id>.jsonl
-        main = path.parent.parent.parent / f"{path.parent.parent.name}.jsonl"
-    else:  # agent-<id>.jsonl beside <sessionId>.jsonl
-        sid = first_session_id(path)
-        main = path.parent / f"{sid}.jsonl" if sid else path
-    return main if main.is_file() else path
-
-
-def _changed(row, stat, final: bool) -> bool:
-    if row is None or row.size != stat.st_size or row.mtime != stat.st_mtime:
-        return True
-    return final and row.offset < stat.st_size
-
-
-@dataclass
-class _Sent:
-    """A planned file sent to a prepare worker, and when (a row of its files stored since makes it stale)."""
-
-    future: Future
-    plan: tuple[Path, str, bool]
-    sent_at: datetime
-
-
-@dataclass
-class _Batch:
-    """ingest_many's files of one transaction, planned: each with its plan, a worker's _Sent, or its answer."""
-
-    jobs: list[tuple[int, Path, Any]]
-    end: int  # the index of the next batch's first file
-    size: int = 0  # bytes it reads
-
-    def cancel(self) -> None:
-        for _, _, item in self.jobs:
-            if isinstance(item, _Sent):
-                item.future.cancel()
-
-
-def _reads(main: Path, agent: str) -> int:
-    """The bytes a session's files hold: its file, and a Claude Code session's `<id>/subagents/` beside it (what a
-    batch counts towards BATCH_BYTES before any is read; agent files of the older layout are not looked for)."""
-    size = file_size(main)
-    if agent == "claude-code":
-        try:
-            with os.scandir(main.parent / main.stem / "subagents") as found:
-                size += sum(entry.stat().st_size for entry in found if entry.name.endswith(".jsonl"))
-        except OSError:
-            pass  # none (or gone: the parser says what is wrong)
-    return size
-
-
-def _utc(moment: datetime) -> datetime:
-    """A stored time as utcnow() makes it (SQLite gives it back naive, in UTC)."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
-
 
 @dataclass
 class _Delta:

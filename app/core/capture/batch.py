@@ -1,0 +1,53 @@
+"""A scan's batches as ingest_many plans them: the files sent to prepare workers (and when), the bytes a session's
+files hold, stored times read back as aware UTC."""
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from app.core.capture.prepare import file_size
+
+
+@dataclass
+class Sent:
+    """A planned file sent to a prepare worker, and when (a row of its files stored since makes it stale)."""
+
+    future: Future
+    plan: tuple[Path, str, bool]
+    sent_at: datetime
+
+
+@dataclass
+class Batch:
+    """ingest_many's files of one transaction, planned: each with its plan, a worker's Sent, or its answer."""
+
+    jobs: list[tuple[int, Path, Any]]
+    end: int  # the index of the next batch's first file
+    size: int = 0  # bytes it reads
+
+    def cancel(self) -> None:
+        for _, _, item in self.jobs:
+            if isinstance(item, Sent):
+                item.future.cancel()
+
+
+def reads(main: Path, agent: str) -> int:
+    """The bytes a session's files hold: its file, and a Claude Code session's `<id>/subagents/` beside it (what a
+    batch counts towards BATCH_BYTES before any is read; agent files of the older layout are not looked for)."""
+    size = file_size(main)
+    if agent == "claude-code":
+        try:
+            with os.scandir(main.parent / main.stem / "subagents") as found:
+                size += sum(entry.stat().st_size for entry in found if entry.name.endswith(".jsonl"))
+        except OSError:
+            pass  # none (or gone: the parser says what is wrong)
+    return size
+
+
+def utc(moment: datetime) -> datetime:
+    """A stored time as utcnow() makes it (SQLite gives it back naive, in UTC)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)

@@ -1,0 +1,68 @@
+"""Which file and which stored session a transcript is: its real path, a new session's key, the file that owns a
+sub-agent's file, the stored session a file holds (copies by the agent's own id), and whether a file changed."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path, PurePath
+
+from sqlalchemy import select
+
+from app.core.base.schema import AgentSession, CaptureFile
+from app.core.capture.claude import first_session_id
+from app.core.capture.prepare import FileCounts, own_id
+
+
+def real_path(path: str | Path) -> Path:
+    """How the capture knows a file: its resolved path (`..`, symlinks and `~` undone), whatever spelling named it."""
+    return Path(path).expanduser().resolve()
+
+
+def session_key(agent: str, main: Path) -> str:
+    """A new session's id: agent + its file's real path (session ids can repeat across files)."""
+    return hashlib.sha1(f"{agent}\0{main}".encode()).hexdigest()[:20]
+
+
+def session_id_for(conn, agent: str, main: Path, native: str | None, row) -> str:
+    """The stored session this file holds: the one it was stored as before, else a stored copy's (the same agent
+    session id, named by its file too), else a new key."""
+    if row is not None and row.session_id:
+        return row.session_id
+    if native:
+        for sid, source in conn.execute(select(AgentSession.id, AgentSession.source_path).where(
+                AgentSession.agent == agent, AgentSession.native_id == native,
+                AgentSession.parent_id.is_(None)).order_by(AgentSession.id)):
+            if own_id(PurePath(source), native):
+                return sid
+    return session_key(agent, main)
+
+
+def release_copies(conn, sid: str, counts: dict[Path, FileCounts]) -> int:
+    """Other files held as this session (a copy being replaced by a fuller one): their stored lines become skipped;
+    how many."""
+    table = CaptureFile.__table__
+    others = conn.execute(select(table.c.id, table.c.stored).where(
+        table.c.session_id == sid, table.c.stored > 0, table.c.path.not_in([str(f) for f in counts]))).all()
+    for row_id, stored in others:
+        conn.execute(table.update().where(table.c.id == row_id).values(  # not an ingest of it: its time stays
+            stored=0, skipped=table.c.skipped + stored, updated_at=table.c.updated_at))
+    return sum(stored for _, stored in others)
+
+
+def owner(agent: str, path: Path) -> Path | None:
+    """The file whose session this file belongs to (a Claude sub-agent file -> its session's file)."""
+    if agent != "claude-code" or not path.name.startswith("agent-"):
+        return path
+    if path.name.startswith("agent-acompact"):
+        return None
+    if path.parent.name == "subagents":  # <sessionId>/subagents/agent-<id>.jsonl
+        main = path.parent.parent.parent / f"{path.parent.parent.name}.jsonl"
+    else:  # agent-<id>.jsonl beside <sessionId>.jsonl
+        sid = first_session_id(path)
+        main = path.parent / f"{sid}.jsonl" if sid else path
+    return main if main.is_file() else path
+
+
+def changed(row, stat, final: bool) -> bool:
+    if row is None or row.size != stat.st_size or row.mtime != stat.st_mtime:
+        return True
+    return final and row.offset < stat.st_size
