@@ -1,11 +1,11 @@
 """A scan's batches as ingest_many plans them: the files sent to prepare workers (and when), the bytes a session's
-files hold, stored times read back as aware UTC."""
+files hold."""
 from __future__ import annotations
 
 import os
 from concurrent.futures import Future
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +46,3 @@ def reads(main: Path, agent: str) -> int:
         except OSError:
             pass  # none (or gone: the parser says what is wrong)
     return size
-
-
-def utc(moment: datetime) -> datetime:
-    """A stored time as utcnow() makes it (SQLite gives it back naive, in UTC)."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)

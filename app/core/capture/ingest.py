@@ -24,9 +24,10 @@ from typing import Any, Callable
 
 from sqlalchemy import bindparam, delete, insert, select
 
+from app.core.base.clock import as_utc
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
 from app.core.base.store import Store, insert_many
-from app.core.capture.batch import Batch, Sent, reads, utc
+from app.core.capture.batch import Batch, Sent, reads
 from app.core.capture.detect import detect_format
 from app.core.capture.identity import changed, owner, real_path, release_copies, session_id_for, session_key
 from app.core.capture.pool import PreparePool, default_workers
@@ -294,7 +295,7 @@ class Ingestor:
                               message="" if kept else "kept out by a project rule")
         previous = {r.path: r for r in conn.execute(
             select(CaptureFile.__table__).where(CaptureFile.path.in_([str(f) for f in counts])))}
-        if ready.sent_at is not None and any(utc(r.updated_at) >= ready.sent_at for r in previous.values()):
+        if ready.sent_at is not None and any(as_utc(r.updated_at) >= ready.sent_at for r in previous.values()):
             return None  # stored meanwhile by another ingest (the watcher's, another process'): what it read stands
         sid = session_id_for(conn, agent, main, ready.native_id, previous.get(str(main)))
         held = conn.execute(select(AgentSession.source_path, AgentSession.messages).where(
