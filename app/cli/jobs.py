@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from app.core.base import paths
-
-if TYPE_CHECKING:  # the job spec (pydantic) is imported where a command needs it
-    from app.core.train.spec import Hyper
 
 
 def _manager():
@@ -22,49 +19,73 @@ def _manager():
     return manager
 
 
-def _built_dataset(args: argparse.Namespace) -> None:
+@dataclass
+class TrainRequest:
+    """What `nightschool train` asks for, whoever asks (the command's arguments, the first-run demo): the one way a
+    CLI train job is described, so no caller depends on another command's parser having run."""
+
+    file: str
+    model: str = "default"
+    recipe: str = "sft"
+    priority: str = "high"
+    eval: str | None = None
+    dry_run: bool = False
+    detach: bool = False
+    on: str | None = None  # None: the train.backend setting, else local
+    hyper: dict = field(default_factory=dict)  # Hyper fields given; over the defaults
+
+
+HYPER_ARGS = ("max_steps", "epochs", "batch_size", "grad_accum", "learning_rate", "method")
+
+
+def train_request(args: argparse.Namespace) -> TrainRequest:
+    """The request `nightschool train`'s parsed arguments make."""
+    return TrainRequest(file=args.file, model=args.model, recipe=args.recipe, priority=args.priority, eval=args.eval,
+                        dry_run=args.dry_run, detach=args.detach, on=args.on,
+                        hyper={k: getattr(args, k) for k in HYPER_ARGS if getattr(args, k) is not None})
+
+
+def _built_dataset(req: TrainRequest) -> TrainRequest:
     """`train NAME` with a built dataset's name: its train split, on the base model it was rendered for."""
-    if Path(args.file).exists():
-        return
+    if Path(req.file).exists():
+        return req
     from app.core.base.store import Store
     from app.core.datasets.catalog import Registry
     from app.core.train.spec import DEFAULT_MODEL
 
-    ds = Registry(Store()).get(args.file)
+    ds = Registry(Store()).get(req.file)
     if ds is not None and ds.kind == "sft":
-        args.file = str(Path(ds.path) / "train.jsonl")
-        if args.model == DEFAULT_MODEL:
-            args.model = ds.base_model
-
-
-def _hyper(args: argparse.Namespace) -> Hyper:
-    from app.core.train.spec import Hyper
-
-    given = {k: getattr(args, k) for k in ("max_steps", "epochs", "batch_size", "grad_accum", "learning_rate",
-                                           "method") if getattr(args, k, None) is not None}
-    return Hyper(**{**getattr(args, "hyper_base", {}), **given})
+        return replace(req, file=str(Path(ds.path) / "train.jsonl"),
+                       model=ds.base_model if req.model == DEFAULT_MODEL else req.model)
+    return req
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Queue a job at high priority and follow it: it starts as soon as no other job holds the machine."""
+    return run_train(train_request(args))
+
+
+def run_train(req: TrainRequest) -> int:
+    """Queue the request's job and follow it (or return once it started, detached)."""
     from app.core.datafiles.chatfile import DatasetError
     from app.core.queue.scheduler import Queue
     from app.core.train.backends import BackendError
     from app.core.train.modelref import ModelRefError
+    from app.core.train.spec import Hyper
 
-    _built_dataset(args)
+    req = _built_dataset(req)
     queue = Queue(_manager().store)
     try:
-        job = queue.add(args.file, kind=args.recipe, model=args.model, hyper=_hyper(args), priority=args.priority,
-                        eval_data=args.eval, dry_run=args.dry_run, source="cli", backend=args.on)
+        job = queue.add(req.file, kind=req.recipe, model=req.model, hyper=Hyper(**req.hyper), priority=req.priority,
+                        eval_data=req.eval, dry_run=req.dry_run, source="cli", backend=req.on)
     except (DatasetError, ModelRefError, paths.SetupError, BackendError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"job {job.id}: {args.recipe}, {job.records} records from {Path(args.file).name}, model {job.model_ref}")
+    print(f"job {job.id}: {req.recipe}, {job.records} records from {Path(req.file).name}, model {job.model_ref}")
     if job.error:
         print(f"note: {job.error}")
-    started = _start_when_free(queue, job.id, wait=not args.detach)
-    if args.detach:
+    started = _start_when_free(queue, job.id, wait=not req.detach)
+    if req.detach:
         print(f"{'running' if started else 'queued'} in the background. Follow it: nightschool attach {job.id}"
               + ("" if started else " (it starts while the app or `nightschool queue run` is running)"))
         return 0

@@ -70,16 +70,21 @@ def _demo(args: argparse.Namespace) -> int:
           f"data in {SAMPLE.name} for {args.max_steps} steps.\n"
           "Your own data: nightschool train FILE.jsonl   ·   Jobs: nightschool jobs   ·   "
           f"Data dir: {paths.data_dir()}\n")
-    args.file, args.model, args.detach = str(SAMPLE), DEFAULT_MODEL, False
-    args.recipe, args.priority, args.eval, args.dry_run = "sft", "high", None, False
-    args.hyper_base = {"epochs": 100, "batch_size": 4, "grad_accum": 1, "warmup": 0.0}  # a short visible demo
-    from app.cli.jobs import cmd_train
+    from app.cli.jobs import run_train
 
-    code = cmd_train(args)
+    code = run_train(demo_request(args.max_steps))
     if code == 0:
         print("\nNext: nightschool checkpoints · nightschool promote '#ID' (the quality gate) · "
               "nightschool deploy '#ID' (GGUF, served at http://127.0.0.1:8765/v1) · nightschool rollback")
     return code
+
+
+def demo_request(max_steps: int):
+    """The first run's job: the sample on the embedded model, a short visible run (the default `train` request)."""
+    from app.cli.jobs import TrainRequest
+
+    return TrainRequest(file=str(SAMPLE), on="local", hyper={"max_steps": max_steps, "epochs": 100, "batch_size": 4,
+                                                  "grad_accum": 1, "warmup": 0.0})
 
 
 def _window_problem():

@@ -32,3 +32,19 @@ def test_jobs_on_an_empty_store(ns_home):
 def test_attach_to_an_unknown_job(ns_home):
     out = run_cli("attach", "nope", home=ns_home)
     assert out.returncode == 2 and "no job 'nope'" in out.stderr
+
+
+def test_the_first_run_and_train_make_their_request_the_same_way_without_each_others_parser():
+    """The default command's demo never reads attributes only `train`'s parser sets (it crashed on `args.on`)."""
+    from app.cli.jobs import TrainRequest, train_request
+    from app.cli.main import SAMPLE, build_parser, demo_request
+    from app.core.train.spec import Hyper
+
+    default = build_parser().parse_args(["--headless", "--demo-only"])
+    assert not hasattr(default, "on") and not hasattr(default, "recipe")
+    demo = demo_request(default.max_steps)
+    assert (demo.file, demo.model, demo.recipe, demo.on, demo.detach) == (str(SAMPLE), "default", "sft", "local", False)
+    assert Hyper(**demo.hyper).max_steps == 20 and Hyper(**demo.hyper).batch_size == 4
+
+    given = build_parser().parse_args(["train", "x.jsonl", "--on", "ray", "--max-steps", "3", "--recipe", "dpo"])
+    assert train_request(given) == TrainRequest(file="x.jsonl", recipe="dpo", on="ray", hyper={"max_steps": 3})
