@@ -2,7 +2,7 @@
 steps at batch 1, small learning rate) is inconclusive and not promoted; one SFT cycle on captured sessions passes
 against the base model on the frozen held-out split with its intervals shown and is promoted; a cycle trained on
 shuffled targets (every assistant message moved to another example's slot) fails against the deployed model with the
-reasons in words, and what is deployed does not change."""
+reasons in words, and what is deployed does not change. Judged through llama.cpp, as a cycle on a CPU judges."""
 from __future__ import annotations
 
 import random
@@ -23,7 +23,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]  # three SmolLM2 trai
 # Stored session ids (so their stable-hash splits) depend on the files' paths: at 45 % of 80 sessions about 36 are held
 # out (sd 4.4), at least the gate's 20 loss examples in any run (at 30 % a CI run held out 15)
 SESSIONS, TEST_SHARE = 80, 0.45
-SETTINGS = EvalSettings(max_contexts=20, max_new_tokens=64, max_examples=24, samples=4)
+# judged as a cycle judges on a CPU: through llama.cpp on the f16 GGUF (minutes instead of ten: the suite's budget)
+SETTINGS = EvalSettings(max_contexts=20, max_new_tokens=64, max_examples=24, samples=4, evaluator="llama.cpp")
 HYPER = Hyper(max_steps=10, epochs=100, batch_size=4, grad_accum=1, warmup=0.0, learning_rate=1e-3, max_length=512,
               save_steps=100, lora_r=16, lora_alpha=32)
 # A checkpoint that barely moved: 3 steps at batch 1 with a small learning rate (at HYPER's 1e-3 the same 3 steps cut

@@ -30,11 +30,10 @@ HYPER = {"learning_rate": 0.001, "batch_size": 4, "grad_accum": 1, "lora_r": 8, 
          "save_steps": 10, "logging_steps": 1, "max_length": 512, "epochs": 100}
 
 
-@pytest.fixture(scope="module")
-def shippable(tmp_path_factory):
-    from tests.tiny_model import build_shippable
-
-    return build_shippable(tmp_path_factory.mktemp("shippable") / "model")
+@pytest.fixture
+def shippable(shippable_model):
+    """The session's shippable tiny model (pre-trained once for the ship, judge and experience tests too)."""
+    return shippable_model
 
 
 def school_for(home, agent_root, model, **policy) -> School:
