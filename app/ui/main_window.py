@@ -1,5 +1,6 @@
 """Main window: hosts the panels (the School tab first), routes dropped files and folders, and leaves jobs running when
-it closes; when it runs the school itself, closing asks whether to keep learning in the background (a daemon).
+it closes; when it runs the school itself, closing (or File ▸ Quit, Ctrl+Q) asks whether to keep learning in the
+background (a daemon).
 Built bare (no controller: the named tabs, "Starting…"), it is the window `nightschool gui` paints first
 (app/ui/startup.py); `attach` then builds the panels into it — which is why the panels are imported there."""
 from __future__ import annotations
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QIcon
+from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
 
 from widgets.banner import Banner
@@ -68,8 +69,20 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.tabs, 1)
         self.setCentralWidget(central)
         self.statusBar().showMessage("Starting…")
+        self.quit_action = self._file_menu()
         if controller is not None:
             self.attach(controller, capture, datasets, queue, judge, ship, school, link, team)
+
+    def _file_menu(self) -> QAction:
+        """File ▸ Quit (Ctrl+Q) closes as the close button does; the window holds it too (no menu bar: still fires)."""
+        quit_action = QAction("&Quit", self)
+        # the platform's Quit key (Ctrl+Q on Linux and macOS); Ctrl+Q where it names none (Windows, offscreen)
+        quit_action.setShortcuts(QKeySequence.keyBindings(QKeySequence.StandardKey.Quit) or [QKeySequence("Ctrl+Q")])
+        quit_action.setMenuRole(QAction.MenuRole.QuitRole)
+        quit_action.triggered.connect(self.close_asking)
+        self.menuBar().addMenu("&File").addAction(quit_action)
+        self.addAction(quit_action)
+        return quit_action
 
     def attach(self, controller: TrainingController, capture: CaptureController | None = None,
                datasets: DatasetsController | None = None, queue: QueueController | None = None,
@@ -205,7 +218,7 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
     def close_asking(self) -> bool:
-        """Close as the person's own request (the tray's Quit): asks like the window's close button does."""
+        """Close as the person's own request (File ▸ Quit, the tray's Quit): asks like the close button does."""
         self._close_asks = True
         try:
             return self.close()
