@@ -133,8 +133,13 @@ class Queue:
             self.manager.launch(job_id)
             report.started.append(job_id)
         except (OSError, ValueError, paths.SetupError) as exc:
-            why = (f"the engine could not be started: {exc}. Check the installation (bash packaging/install.sh) "
-                   "or NIGHTSCHOOL_ENGINE_PYTHON, then `nightschool queue retry`")
+            from app.core.train.backends import BackendError
+
+            if isinstance(exc, BackendError):  # a remote backend refused (its settings, the cluster's Python)
+                why = f"the job could not be started: {exc} Then: nightschool queue retry {job_id}"
+            else:
+                why = (f"the engine could not be started: {exc}. Check the installation (bash packaging/install.sh) "
+                       "or NIGHTSCHOOL_ENGINE_PYTHON, then `nightschool queue retry`")
             self.update_job(job_id, state="failed", error=why)
             report.failed_to_start.append((job_id, why))
 

@@ -83,14 +83,21 @@ class EngineClient:
 
 
 class Follower:
-    """Delivers a run's whole history once, in order, then its live events; survives the engine ending."""
+    """Delivers a run's whole history once, in order, then its live events; survives the engine ending.
 
-    def __init__(self, events_path: Path, client: EngineClient, sink: EventSink,
-                 alive: Callable[[], bool]) -> None:
+    client None: there is no socket to follow (a remote job: its events reach the file by log tailing), the file is
+    tailed. waiting: while it returns a sentence, the engine is not running yet (the job is queued, or its cluster has
+    not started it): the sentence goes to the sink once per change, as a log event without a seq (it is no engine
+    event), and the file is tailed instead of connecting."""
+
+    def __init__(self, events_path: Path, client: EngineClient | None, sink: EventSink,
+                 alive: Callable[[], bool], waiting: Callable[[], str | None] | None = None) -> None:
         self.events_path, self.client, self.sink, self.alive = Path(events_path), client, sink, alive
+        self.waiting = waiting or (lambda: None)
         self.last_seq = 0
         self.connected = False
         self.last_error = ""
+        self.told = ""  # the waiting sentence last delivered
 
     def _deliver(self, env: P.Envelope) -> None:
         if env.seq is not None:
@@ -103,14 +110,26 @@ class Follower:
         for env in read_events(self.events_path, self.last_seq):
             self._deliver(env)
 
+    def _waits(self) -> bool:
+        """Whether the engine is not running yet; says what it waits for when that changed."""
+        words = self.waiting() or ""
+        if words and words != self.told:
+            self.sink(P.make(P.Log(message=words)))
+        self.told = words
+        return bool(words)
+
     async def run(self) -> None:
         """Replay from disk, stream from the socket while the engine lives, then drain the file again.
 
         If the socket cannot be reached while the engine runs, the events file is tailed instead (it is the
-        ground truth) and the connection is retried.
+        ground truth) and the connection is retried. While the job waits, or has no socket here, the file is tailed.
         """
         self._catch_up_from_disk()
         while self.alive():
+            if self._waits() or self.client is None:
+                self._catch_up_from_disk()
+                await asyncio.sleep(TAIL_POLL_S)
+                continue
             try:
                 await self.client.connect(since_seq=self.last_seq, alive=self.alive, timeout=RECONNECT_S)
                 self.connected = True

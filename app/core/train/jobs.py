@@ -21,6 +21,7 @@ from app.core.train.events import last_of, read_events
 from app.core.train.modelref import check_model_ref
 from app.core.train.results import ResultRefused, validate
 from app.core.train.spec import DATA_FORMAT, DEFAULT_MODEL, RECIPES, Budget, Hyper, JobSpec, Lineage
+from app.core.train.view import WAITING_STATES
 
 ACTIVE = ("starting", "running")
 MAX_AUTO_RESUMES = 10  # crashes a job may resume from
@@ -287,11 +288,38 @@ class JobManager:
                             path=result.adapter_path, sha256=result.adapter_sha256))
 
     def follower(self, job_id: str, sink) -> Follower:
-        """A Follower that replays this job's latest run and streams it live while its engine runs."""
-        job, run = self.job(job_id), self.latest_run(job_id)
+        """A Follower that replays this job's latest run and streams it live while its engine runs.
+
+        A job with no run yet (queued, held, being launched) is followed too: the follower says what the job waits
+        for and follows the first run that appears. One that ended before any run (a backend that refused it at
+        launch: its error says what to set) ends the follow at once; the caller reads the job's error. A remote job
+        has no socket here: its events file is tailed, and while its cluster has not started it, that is said."""
+        job = self.job(job_id)
         spec, _ = JobSpec.read(Path(job.spec_path))
-        client = EngineClient(run.socket_path, spec.token, job_id)
-        return Follower(Path(run.run_dir) / "events.jsonl", client, sink, lambda: self.is_alive(run))
+        followed = [self.latest_run(job_id)]
+        where = backends.choice_of(spec.run_dir)
+        socket_path = followed[0].socket_path if followed[0] is not None else spec.socket_path
+        client = EngineClient(socket_path, spec.token, job_id) if where == "local" else None
+
+        def run_now() -> Run | None:
+            if followed[0] is None:
+                followed[0] = self.latest_run(job_id)
+            return followed[0]
+
+        def alive() -> bool:
+            state = self.job(job_id).state  # read before the run: launch adds the run and leaves these at once
+            if followed[0] is None and state in WAITING_STATES:
+                return True
+            run = run_now()
+            return run is not None and self.is_alive(run)
+
+        def waiting() -> str | None:
+            if run_now() is None:
+                return _waiting_words(self.job(job_id), where)
+            remote = self.remote(followed[0].run_dir) if where != "local" else None
+            return remote.waiting(Path(followed[0].run_dir)) if hasattr(remote, "waiting") else None
+
+        return Follower(Path(spec.run_dir) / "events.jsonl", client, sink, alive, waiting)
 
     # --- queries -----------------------------------------------------------------------------
     def job(self, job_id: str) -> Job:
@@ -320,6 +348,19 @@ class JobManager:
         with self.store.session() as s:
             q = select(CheckpointRow).join(Run).where(Run.job_id == job_id).order_by(CheckpointRow.id)
             return list(s.scalars(q))
+
+
+def _waiting_words(job: Job, where: str) -> str | None:
+    """What a job with no run waits for, in a sentence; None when it no longer waits (it ended before any run)."""
+    on = f" on {where}" if where != "local" else ""
+    if job.state == "queued":
+        return (f"job {job.id} is queued{on}: it starts once no other job holds the queue, while the app, the daemon "
+                "or `nightschool queue run` is running")
+    if job.state == "held":
+        return f"job {job.id} is held: it starts once resumed (nightschool queue resume {job.id})"
+    if job.state == "launching":
+        return f"job {job.id} is being started{on}"
+    return None
 
 
 def crashed(events: list) -> bool:

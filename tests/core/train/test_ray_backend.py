@@ -1,10 +1,9 @@
-"""Jobs on a real local Ray cluster (a head this module starts: loopback, 1 CPU, its own temp dir): a tiny SFT job
-submitted --on ray streams its events into the run's events.jsonl, its checkpoints come home sealed and registered;
-`ray job stop` mid-run resumes from the last checkpoint; the head gone fails the job with the reason, nothing lost."""
+"""Jobs on a real local Ray cluster (the session's shared head, tests/core/train/ray_cluster.py: loopback, 1 CPU, its
+own temp dir): a tiny SFT job submitted --on ray streams its events into the run's events.jsonl, its checkpoints come
+home sealed and registered; `ray job stop` mid-run resumes from the last checkpoint; the head gone fails the job with
+the reason, nothing lost; the cluster's Python lacking a module the engine needs refuses the job up front."""
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -15,10 +14,12 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'nigh
 
 from app.core.base import settings
 from app.core.train import checkpoints as ckpt
-from app.core.train.backends import ray as ray_backend
+from app.core.train.backends import BackendError, ray as ray_backend
+from app.core.train.backends.remote import ENGINE_MODULES, ENGINE_MODULES_DEFAULT_MODEL
 from app.core.train.events import read_events
 from tests import ray_head
 from tests.conftest import fast_hyper
+from tests.core.train import ray_cluster
 from tests.engine.helpers import of_type
 
 
@@ -28,13 +29,8 @@ def _ray(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def head():
-    tmp = Path("/tmp") / f"ns-ray-{os.getpid()}"  # Ray's socket paths must stay short
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        yield ray_head.start(tmp)
-    finally:
-        ray_head.stop(tmp)
+def head(request):
+    return ray_cluster.shared(request)
 
 
 @pytest.fixture
@@ -45,6 +41,8 @@ def on_ray(head, store, tmp_path):
     settings.put(store, ray_backend.ADDRESS, address)
     settings.put(store, ray_backend.STORAGE, str(storage))
     settings.put(store, ray_backend.UNREACHABLE_GRACE, 3.0)
+    # the cluster's Python check passed before (it runs once per address; test_cli_ray and the test below run it)
+    settings.put(store, ray_backend.CHECKED, {address: [*ENGINE_MODULES, *ENGINE_MODULES_DEFAULT_MODEL]})
     return storage
 
 
@@ -123,9 +121,21 @@ def test_the_head_gone_fails_the_job_with_the_reason_and_keeps_everything(manage
     JobSubmissionClient(settings.get(store, ray_backend.ADDRESS)).stop_job(f"nightschool-{job.id}-1")
 
 
+def test_the_python_check_names_a_module_the_cluster_lacks_and_remembers_only_a_pass(head, store):
+    backend = ray_backend.RayBackend(head, "/unused", store=store)
+    with pytest.raises(BackendError) as refused:
+        backend.check_python(["json", "surely_missing_pkg_xyz"], timeout=60)
+    words = str(refused.value)
+    assert "lacks surely_missing_pkg_xyz" in words and "ModuleNotFoundError" in words
+    assert f"{ray_head.VENV_BIN / 'python'} -m pip install surely-missing-pkg-xyz" in words  # the cluster's Python
+    assert settings.get(store, ray_backend.CHECKED) is None  # a refusal is not remembered: the next job checks again
+
+
 def test_queue_add_on_ray_records_the_choice_and_a_missing_cluster_says_what_to_set(chat_file, tiny_model, store,
-                                                                                    capsys):
+                                                                                    capsys, monkeypatch):
     from app.cli.main import main
+
+    monkeypatch.delenv(ray_backend.ADDRESS_ENV, raising=False)  # no cluster named anywhere
     from app.core.queue.scheduler import Queue
     from app.core.train.backends import choice_of
 
@@ -136,6 +146,7 @@ def test_queue_add_on_ray_records_the_choice_and_a_missing_cluster_says_what_to_
     report = q.tick(scan_inbox=False)
     assert report.failed_to_start and "no Ray cluster is set" in report.failed_to_start[0][1]
     assert "nightschool queue remote ray.address" in report.failed_to_start[0][1]
+    assert "RAY_ADDRESS" in report.failed_to_start[0][1]
     # the default for jobs without --on is a setting
     assert main(["queue", "remote", "backend", "skypilot"]) == 0
     assert main(["queue", "add", str(chat_file), "--model", str(tiny_model)]) == 0

@@ -101,9 +101,16 @@ def set_setting(store, word: str, raw: str):
 
 
 def show_settings(store) -> dict[str, object]:
-    from app.core.base import settings
+    """Each setting's value; ray.address unset but $RAY_ADDRESS set shows that, marked as the environment's."""
+    import os
 
-    return {word: settings.get(store, key, None) for word, (key, _) in SETTINGS.items()}
+    from app.core.base import settings
+    from app.core.train.backends.ray import ADDRESS_ENV
+
+    shown = {word: settings.get(store, key, None) for word, (key, _) in SETTINGS.items()}
+    if not shown["ray.address"] and os.environ.get(ADDRESS_ENV):
+        shown["ray.address"] = f"{os.environ[ADDRESS_ENV]} (from ${ADDRESS_ENV}; a setting would win)"
+    return shown
 
 
 def set_ray_token(token: str) -> str:

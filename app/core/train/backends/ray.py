@@ -9,6 +9,13 @@ Events come back by tailing the job's log (`tail_job_logs`): the wrapper prints 
 not the engine's socket through a port: Ray Jobs already exposes the dashboard port for submission, so log tailing
 needs nothing else opened, and the log survives the job (finalise reads it whole with `get_job_logs`).
 
+The cluster is the `train.ray.address` setting, else `$RAY_ADDRESS` (the variable Ray's own tools read; passed to
+JobSubmissionClient as is, so it takes the forms `ray job submit` takes). Before the first submission to an address one
+tiny job asks the cluster's Python which of the engine's modules it lacks (`check_python`): a job that would die of
+ModuleNotFoundError three times is refused up front, naming the packages and the command that installs them there. A
+passed check is remembered per address (`train.ray.checked`). It runs where Ray runs an entrypoint that asks for no
+resources (the head node): on a cluster whose nodes have different Pythons, the training job's node may still differ.
+
 Checkpoints go to a storage both sides reach (settings `train.ray.storage`, as this machine sees it, and
 `train.ray.remote_storage`, as the cluster sees it; the same path by default). fsspec URLs (s3://, gs://) are NOT
 supported yet: the storage must be a shared path (NFS, a mounted bucket).
@@ -17,16 +24,22 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import threading
 import time
 from pathlib import Path
 
 from app.core.base import settings
 from app.core.train.backends import BackendError
-from app.core.train.backends.remote import EventMirror, RemoteRecord, send_control, settle, stage
-from app.core.train.spec import JobSpec
+from app.core.train.backends.remote import (ENGINE_MODULES, ENGINE_MODULES_DEFAULT_MODEL, EventMirror, RemoteRecord,
+                                            check_entrypoint, python_refusal, send_control, settle, stage)
+from app.core.train.spec import DEFAULT_MODEL, JobSpec
 
 ADDRESS = "train.ray.address"  # e.g. http://gpu-box:8265 (the dashboard/job-submission port)
+ADDRESS_ENV = "RAY_ADDRESS"  # used when the setting is not set (the setting wins)
+CHECKED = "train.ray.checked"  # {address: [modules its Python was seen to have]}: the check runs once per address
+CHECK_TIMEOUT_S = 120.0  # the Python check's job must end within this; else the job goes ahead unchecked
+CHECK_POLL_S = 0.5
 STORAGE = "train.ray.storage"  # the checkpoint storage as this machine sees it
 REMOTE_STORAGE = "train.ray.remote_storage"  # ... and as the cluster sees it (default: the same)
 NUM_GPUS = "train.ray.num_gpus"  # GPUs the engine asks Ray for (default 0: CPU clusters and the tests)
@@ -35,6 +48,7 @@ TOKEN_ENV = "NIGHTSCHOOL_RAY_TOKEN"
 KEYRING_USER = "ray"
 RUNNING = ("PENDING", "RUNNING")
 STATUS_TTL_S = 0.5
+TAIL_DRAIN_S = 5.0  # after Ray says an attempt ended, how long it still counts as running while its log stream drains
 EXCLUDES = ["__pycache__", "*.pyc", "ui", "resources"]
 
 
@@ -64,10 +78,11 @@ class RayBackend:
     name = "ray"
 
     def __init__(self, address: str, storage: str, remote_storage: str = "", num_gpus: float = 0,
-                 unreachable_grace_s: float = 60.0) -> None:
+                 unreachable_grace_s: float = 60.0, store=None) -> None:
         if not address:
             raise BackendError("no Ray cluster is set", why="jobs --on ray need the head's job-submission address",
-                               fix="nightschool queue remote ray.address http://HEAD:8265")
+                               fix=f"nightschool queue remote ray.address http://HEAD:8265 (or {ADDRESS_ENV}="
+                                   "http://HEAD:8265 in the environment)")
         if not storage:
             raise BackendError("no checkpoint storage for Ray jobs is set",
                                why="checkpoints must land where both this machine and the cluster reach them",
@@ -75,18 +90,20 @@ class RayBackend:
         self.address, self.storage = address, storage
         self.remote_storage = remote_storage or storage
         self.num_gpus, self.grace = num_gpus, unreachable_grace_s
+        self.store = store  # where a passed Python check is remembered (None: checked before every first attempt)
         self._client = None
         self._mirrors: dict[str, EventMirror] = {}
         self._tails: dict[str, threading.Thread] = {}
         self._unreachable_since: dict[str, float] = {}
+        self._ended_at: dict[str, float] = {}  # job id -> when Ray first said its attempt ended (log draining)
         self.last_error: dict[str, str] = {}
-        self._alive_cache: dict[str, tuple[float, bool]] = {}
+        self._alive_cache: dict[str, tuple[float, bool, str]] = {}  # run dir -> (when, alive, Ray status)
 
     @classmethod
     def from_settings(cls, store) -> RayBackend:
         g = lambda k, d=None: settings.get(store, k, d)
-        return cls(g(ADDRESS, ""), g(STORAGE, ""), g(REMOTE_STORAGE, ""), float(g(NUM_GPUS, 0) or 0),
-                   float(g(UNREACHABLE_GRACE, 60.0)))
+        return cls(g(ADDRESS, "") or os.environ.get(ADDRESS_ENV, ""), g(STORAGE, ""), g(REMOTE_STORAGE, ""),
+                   float(g(NUM_GPUS, 0) or 0), float(g(UNREACHABLE_GRACE, 60.0)), store=store)
 
     def client(self):
         if self._client is None:
@@ -100,10 +117,49 @@ class RayBackend:
                                                headers={"Authorization": f"Bearer {tok}"} if tok else None)
         return self._client
 
+    # --- the cluster's Python ----------------------------------------------------------------
+    def _checked(self) -> dict:
+        return dict(settings.get(self.store, CHECKED, {}) or {}) if self.store is not None else {}
+
+    def check_python(self, modules=ENGINE_MODULES, timeout: float = CHECK_TIMEOUT_S) -> bool:
+        """Run one tiny job on the cluster that reports which of `modules` its Python cannot import; raise a
+        BackendError naming them and the command that installs them there. True once checked (and remembered for
+        this address); False when the check did not end within `timeout` (a busy head): nothing is known then, the
+        job goes ahead as it would have without the check, and the check runs again before the next submission."""
+        modules = list(dict.fromkeys(modules))
+        client, sid = self.client(), f"nightschool-pycheck-{secrets.token_hex(4)}"
+        try:
+            client.submit_job(entrypoint=check_entrypoint(modules), submission_id=sid,
+                              metadata={"nightschool_check": "python"})
+            deadline = time.monotonic() + timeout
+            while not client.get_job_status(sid).is_terminal():
+                if time.monotonic() > deadline:
+                    _quietly(client.stop_job, sid)
+                    return False
+                time.sleep(CHECK_POLL_S)
+            log = client.get_job_logs(sid)
+        except Exception as exc:
+            raise OSError(f"the Ray cluster at {self.address} did not run the Python check: {exc}") from exc
+        _quietly(client.delete_job, sid)  # the cluster's job list keeps the user's jobs, not our checks
+        if (refusal := python_refusal(f"the Ray cluster at {self.address}", log)) is not None:
+            raise refusal
+        if self.store is not None:
+            checked = self._checked()
+            checked[self.address] = sorted(set(checked.get(self.address, [])) | set(modules))
+            settings.put(self.store, CHECKED, checked)
+        return True
+
+    def _check_before_first_submission(self, spec: JobSpec) -> None:
+        needed = [*ENGINE_MODULES, *(ENGINE_MODULES_DEFAULT_MODEL if spec.model == DEFAULT_MODEL else ())]
+        if not set(needed) <= set(self._checked().get(self.address, [])):
+            self.check_python(needed)
+
     # --- start -------------------------------------------------------------------------------
     def start(self, spec: JobSpec, run_dir: Path) -> RemoteRecord:
         """Stage what travels and submit one attempt; a later attempt (crash resume, retry) reuses the remote run dir,
-        where the engine finds its last sealed checkpoint by itself."""
+        where the engine finds its last sealed checkpoint by itself. Before the first submission to this address the
+        cluster's Python is checked (check_python)."""
+        self._check_before_first_submission(spec)
         rec = RemoteRecord.load(run_dir)
         remote_run_dir = f"{self.remote_storage.rstrip('/')}/{spec.job_id}"
         folder, sha = stage(spec, run_dir, remote_run_dir, f"{self.remote_storage.rstrip('/')}/models")
@@ -128,6 +184,7 @@ class RayBackend:
             raise OSError(f"the Ray cluster at {self.address} did not take the job: {exc}") from exc
         rec.save(run_dir)
         self._alive_cache.pop(str(run_dir), None)  # the previous attempt's answer is not this one's
+        self._ended_at.pop(spec.job_id, None)
         self._follow(spec.job_id, run_dir, rec)
         return rec
 
@@ -183,9 +240,30 @@ class RayBackend:
         if status == "UNREACHABLE":
             answer = time.monotonic() - self._unreachable_since[Path(run_dir).name] < self.grace
         else:
-            answer = status in RUNNING
-        self._alive_cache[key] = (time.monotonic(), answer)
+            answer = status in RUNNING or self._draining(Path(run_dir).name)
+        self._alive_cache[key] = (time.monotonic(), answer, status)
         return answer
+
+    def _draining(self, job_id: str) -> bool:
+        """The attempt ended, but this process's log stream is still bringing its last events home (the result, the
+        final state): a follower that stopped now would miss them. At most TAIL_DRAIN_S."""
+        tail = self._tails.get(job_id)
+        if tail is None or not tail.is_alive():
+            return False
+        return time.monotonic() - self._ended_at.setdefault(job_id, time.monotonic()) < TAIL_DRAIN_S
+
+    def waiting(self, run_dir: Path) -> str | None:
+        """What the job waits for while the cluster has it but it does not run (a sentence), else None."""
+        if not self.alive(run_dir):
+            return None
+        status = self._alive_cache[str(run_dir)][2]
+        if status == "PENDING":
+            return (f"waiting for the Ray cluster at {self.address} to start the job (Ray: PENDING — its runtime "
+                    "environment is being set up, or no node has the CPU/GPU it asks for free yet)")
+        if status == "UNREACHABLE":
+            return (f"the Ray head at {self.address} cannot be reached; waiting up to {self.grace:.0f} s for it to "
+                    "come back")
+        return None
 
     # --- finish ------------------------------------------------------------------------------
     def finish(self, job_id: str, run_dir: Path, job_spec_sha: str) -> tuple[int | None, str | None]:
@@ -215,3 +293,10 @@ class RayBackend:
         except Exception as exc:
             raise BackendError(f"the Ray job {rec.submission_id} could not be stopped", why=str(exc),
                                fix=f"ray job stop {rec.submission_id} --address {self.address}") from exc
+
+
+def _quietly(call, *args) -> None:
+    try:
+        call(*args)
+    except Exception:  # noqa: BLE001 - tidying up the check's own job: nothing depends on it
+        pass

