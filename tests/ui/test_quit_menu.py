@@ -2,17 +2,14 @@
 open, Yes hands the school to a daemon and No stops it — as closing the window does (one path: close_asking)."""
 from __future__ import annotations
 
-import os
-import signal
 import sys
 
-import psutil
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtTest import QTest
 
 from app.core.runtime.machinery import lock
-from tests.ui.test_school_panel import STAND_IN_DAEMON, WAIT_MS
+from tests.ui.test_school_panel import STAND_IN_DAEMON, WAIT_MS, handed_over
 
 
 def ctrl_q(qtbot, window) -> None:
@@ -49,15 +46,8 @@ def test_ctrl_q_asks_cancel_keeps_the_window_open_and_yes_hands_over(qtbot, make
     window.daemon_command = [sys.executable, "-c", STAND_IN_DAEMON]
     ctrl_q(qtbot, window)
     qtbot.waitUntil(lambda: not window.isVisible(), timeout=WAIT_MS)
-    holder = lock.holder()
-    try:
-        assert asked == [1, 1] and window.handover is not None and window.handover[0], window.handover
-        assert holder is not None and holder["role"] == "daemon" and holder["pid"] != os.getpid()
-        assert window.runtime.stopping.is_set() and f"daemon pid {holder['pid']}" in window.handover[1]
-    finally:
-        if holder is not None and holder["role"] == "daemon":
-            os.kill(holder["pid"], signal.SIGTERM)
-            psutil.Process(holder["pid"]).wait(timeout=30)
+    with handed_over(window):
+        assert asked == [1, 1]
 
 
 def test_ctrl_q_no_stops_the_school(qtbot, make_window):

@@ -4,6 +4,7 @@ attaches as a viewer to a runtime another process holds (no runtime, no ticking)
 closing a window that runs the school hands it to a daemon when asked, or stops it."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -101,6 +102,20 @@ def read(qtbot, panel) -> None:
     before = panel.controller.reads
     panel.controller.refresh()
     qtbot.waitUntil(lambda: panel.controller.reads > before, timeout=WAIT_MS)
+
+@contextlib.contextmanager
+def handed_over(window):
+    """The window closed and handed the school to the stand-in daemon: it holds the data dir (stopped after)."""
+    holder = lock.holder()
+    try:
+        assert window.handover is not None and window.handover[0], window.handover
+        assert holder is not None and holder["role"] == "daemon" and holder["pid"] != os.getpid()
+        assert window.runtime.stopping.is_set() and f"daemon pid {holder['pid']}" in window.handover[1]
+        yield holder
+    finally:
+        if holder is not None and holder["role"] == "daemon":
+            os.kill(holder["pid"], signal.SIGTERM)
+            psutil.Process(holder["pid"]).wait(timeout=30)
 
 
 def test_an_empty_school_says_how_far_the_first_cycle_is(qtbot, panel, store):
@@ -337,17 +352,8 @@ def test_closing_hands_the_school_to_a_daemon_when_asked(qtbot, make_window, ns_
     window.ask_keep_learning = lambda: True
     window.daemon_command = [sys.executable, "-c", STAND_IN_DAEMON]
     window.close_asking()  # as the close button or the tray's Quit does
-    holder = lock.holder()
-    try:
-        assert window.handover is not None and window.handover[0], window.handover
-        assert holder is not None and holder["role"] == "daemon" and holder["pid"] != os.getpid()
-        assert window.runtime.stopping.is_set()
-        assert f"daemon pid {holder['pid']}" in window.handover[1]
+    with handed_over(window) as holder:
         assert os.getsid(holder["pid"]) == holder["pid"]  # its own session: it outlives the window
-    finally:
-        if holder is not None and holder["role"] == "daemon":
-            os.kill(holder["pid"], signal.SIGTERM)
-            psutil.Process(holder["pid"]).wait(timeout=30)
 
 
 def test_closing_asks_and_no_stops_the_school(qtbot, make_window):
