@@ -21,7 +21,7 @@ from app.core.train.events import last_of, read_events
 from app.core.train.modelref import check_model_ref
 from app.core.train.results import ResultRefused, validate
 from app.core.train.spec import DATA_FORMAT, DEFAULT_MODEL, RECIPES, Budget, Hyper, JobSpec, Lineage
-from app.core.train.view import WAITING_STATES
+from app.core.train.view import WAITING_STATES, waiting_words
 
 ACTIVE = ("starting", "running")
 MAX_AUTO_RESUMES = 10  # crashes a job may resume from
@@ -315,7 +315,7 @@ class JobManager:
 
         def waiting() -> str | None:
             if run_now() is None:
-                return _waiting_words(self.job(job_id), where)
+                return waiting_words(self.job(job_id), where)
             remote = self.remote(followed[0].run_dir) if where != "local" else None
             return remote.waiting(Path(followed[0].run_dir)) if hasattr(remote, "waiting") else None
 
@@ -348,19 +348,6 @@ class JobManager:
         with self.store.session() as s:
             q = select(CheckpointRow).join(Run).where(Run.job_id == job_id).order_by(CheckpointRow.id)
             return list(s.scalars(q))
-
-
-def _waiting_words(job: Job, where: str) -> str | None:
-    """What a job with no run waits for, in a sentence; None when it no longer waits (it ended before any run)."""
-    on = f" on {where}" if where != "local" else ""
-    if job.state == "queued":
-        return (f"job {job.id} is queued{on}: it starts once no other job holds the queue, while the app, the daemon "
-                "or `nightschool queue run` is running")
-    if job.state == "held":
-        return f"job {job.id} is held: it starts once resumed (nightschool queue resume {job.id})"
-    if job.state == "launching":
-        return f"job {job.id} is being started{on}"
-    return None
 
 
 def crashed(events: list) -> bool:

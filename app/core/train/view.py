@@ -180,3 +180,16 @@ def _section(text: str, alert: P.Alert) -> str | None:
     sections = re.split(r"(?m)^(?=## )", text)
     found = [part for part in sections if part.startswith("## ") and wanted in part.splitlines()[0] + " "]
     return "####" + found[-1][2:].rstrip() if found else None  # a smaller heading: it is one alert of the file
+
+
+def waiting_words(job, where: str) -> str | None:
+    """What a job with no run waits for, in a sentence; None when it no longer waits (it ended before any run)."""
+    on = f" on {where}" if where != "local" else ""
+    if job.state == "queued":
+        return (f"job {job.id} is queued{on}: it starts once no other job holds the queue, while the app, the daemon "
+                "or `nightschool queue run` is running")
+    if job.state == "held":
+        return f"job {job.id} is held: it starts once resumed (nightschool queue resume {job.id})"
+    if job.state == "launching":
+        return f"job {job.id} is being started{on}"
+    return None
