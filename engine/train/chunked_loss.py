@@ -5,15 +5,67 @@ tiles are 4096 tokens x 32768 vocabulary entries (512 MB in fp32) with several t
 every position, prompt and tool output included. This head scores only the positions that carry a label, in chunks of
 about `CHUNK_BYTES` of logits, and keeps the output contract TRL's `compute_loss` reads (loss, log_probs, entropy,
 is_top1, label_mask), so the loss, `mean_token_accuracy` and `entropy` metrics stay as they were.
+
+With an `Actions` weighting (the `action_weight` hyper-parameter) the tokens of `<tool_call>…</tool_call>` blocks
+(tool name and arguments) weigh `weight` times the prose around them; the weights are scaled to a mean of 1 over a
+micro-batch's labelled tokens, so the loss keeps its scale (TRL sums the log-probabilities this head returns).
 """
 from __future__ import annotations
 
 import functools
 import os
 import types
+from dataclasses import dataclass
 
 CHUNK_BYTES = 64 * 2**20  # fp32 logits per chunk; forward and backward hold about three such buffers
 SWITCH = "NIGHTSCHOOL_SFT_HEAD"  # "trl": keep TRL's own fused head (benchmarks compare)
+
+
+@dataclass(frozen=True)
+class Actions:
+    """How a tool-call block's tokens are found in the labels: the token ids every marker ends with ("tool_call>"),
+    the ids that open a closing marker ("</"), and how much more a block's tokens weigh than prose."""
+
+    suffix: tuple[int, ...]
+    close_lead: tuple[int, ...]
+    weight: float
+
+    @classmethod
+    def of(cls, tokenizer, weight: float, opening: str = "<tool_call>", closing: str = "</tool_call>") -> "Actions":
+        """The markers' ids under this tokenizer: their longest common ending, and what precedes it in the closing
+        one (a BPE may merge the "<" of an opening marker with the character before it; "</" stays its own)."""
+        a = tokenizer(opening, add_special_tokens=False)["input_ids"]
+        b = tokenizer(closing, add_special_tokens=False)["input_ids"]
+        n = 0
+        while n < min(len(a), len(b)) and a[len(a) - 1 - n] == b[len(b) - 1 - n]:
+            n += 1
+        if n == 0 or n == len(b):
+            raise ValueError(f"this tokenizer gives {opening!r} and {closing!r} no common ending to find them by")
+        return cls(tuple(b[len(b) - n:]), tuple(b[:len(b) - n]), float(weight))
+
+
+def action_weights(targets: list[int], actions: Actions) -> list[float]:
+    """Per target token: `actions.weight` from an opening marker's first token through its closing marker, else 1.
+    An opening marker is the common ending not preceded by the closing lead (the token before it belongs to it); an
+    unclosed block runs to the end."""
+    k, lead = len(actions.suffix), len(actions.close_lead)
+    out = [1.0] * len(targets)
+    start = None
+    j = 0
+    while j <= len(targets) - k:
+        if tuple(targets[j:j + k]) != actions.suffix:
+            j += 1
+            continue
+        closing = j >= lead and tuple(targets[j - lead:j]) == actions.close_lead
+        if closing and start is not None:
+            out[start:j + k] = [actions.weight] * (j + k - start)
+            start = None
+        elif not closing and start is None:
+            start = max(j - 1, 0)
+        j += k
+    if start is not None:
+        out[start:] = [actions.weight] * (len(targets) - start)
+    return out
 
 
 def enabled() -> bool:
@@ -118,27 +170,36 @@ def supported(model) -> bool:
     return not scaled and not moe and hasattr(model, "base_model")
 
 
-def install(model) -> bool:
+def install(model, actions: Actions | None = None) -> bool:
     """Replace the `fused_lm_head=True` forward TRL's SFTTrainer put on `model` (the base model under PEFT) with the
     chunked one; other calls (generation, evaluation with logits) run the model's own forward. False: left as is."""
     if not supported(model):
         return False
-    model.forward = types.MethodType(_lean_forward(type(model).forward), model)
+    model.forward = types.MethodType(_lean_forward(type(model).forward, actions), model)
     return True
 
 
-def _lean_forward(original):
+def _lean_forward(original, actions: Actions | None = None):
     @functools.wraps(original)  # generate() validates its kwargs against this signature
     def forward(self, *args, fused_lm_head=False, labels=None, shift_labels=None, num_items_in_batch=None, **kwargs):
         if not fused_lm_head:
             extra = {k: v for k, v in (("labels", labels), ("shift_labels", shift_labels),
                                        ("num_items_in_batch", num_items_in_batch)) if v is not None}
             return original(self, *args, **kwargs, **extra)
-        return _scored(self, args, kwargs, labels, shift_labels, num_items_in_batch)
+        return _scored(self, args, kwargs, labels, shift_labels, num_items_in_batch, actions)
     return forward
 
 
-def _scored(model, args, kwargs, labels, shift_labels, num_items_in_batch):
+def _weighted(log_probs, labels, mask, actions: Actions):
+    """log p(target) scaled per token by `action_weights`, the weights normalised to a mean of 1 over `mask`."""
+    import torch
+
+    rows = [action_weights(row.tolist(), actions) for row in labels]
+    w = torch.tensor(rows, dtype=log_probs.dtype, device=log_probs.device) * mask
+    return log_probs * (w * mask.sum().clamp(min=1) / w.sum().clamp(min=1e-12))
+
+
+def _scored(model, args, kwargs, labels, shift_labels, num_items_in_batch, actions: Actions | None = None):
     from trl.trainer.utils import FusedCausalLMOutput
 
     kwargs["use_cache"] = False
@@ -153,5 +214,7 @@ def _scored(model, args, kwargs, labels, shift_labels, num_items_in_batch):
     log_probs, entropy, top1 = token_stats(hidden[mask], head.weight, head.bias, labels[mask])
     # masked_scatter keeps an all-masked micro-batch connected to the graph (a differentiable zero)
     log_probs, entropy, top1 = (x.new_zeros(mask.shape).masked_scatter(mask, x) for x in (log_probs, entropy, top1))
+    if actions is not None and actions.weight != 1.0:
+        log_probs = _weighted(log_probs, labels, mask, actions)
     loss = -log_probs.sum() / (mask.sum().clamp(min=1) if num_items_in_batch is None else num_items_in_batch)
     return FusedCausalLMOutput(loss=loss, log_probs=log_probs, entropy=entropy, is_top1=top1, label_mask=mask)

@@ -19,6 +19,9 @@ DATA_FORMAT = {"sft": "chat", "dpo": "preference", "orpo": "preference", "kto": 
                "grpo": "prompts", "rloo": "prompts"}
 # Learning rate per recipe: SFT 2e-4 and RL (GRPO/RLOO) 1.4e-5 as the source documents give them, ORPO 3e-4,
 # DPO/KTO 5e-5 (the usual LoRA range).
+# hyper-parameters added after fingerprints were first recorded, with their defaults: at the default they are left out
+# of the fingerprint, so a configuration keeps the fingerprint it had
+ADDED = {"action_weight": 1.0}
 DEFAULT_LR = {"sft": 2e-4, "orpo": 3e-4, "dpo": 5e-5, "kto": 5e-5, "grpo": 1.4e-5, "rloo": 1.4e-5}
 
 
@@ -43,6 +46,7 @@ class Hyper(BaseModel):
     keep_checkpoints: int = 3  # scheduled checkpoints kept besides best, last and protected ones
     seed: int = 42
     packing: bool = False  # SFT: pack examples into max_length rows (padding-free)
+    action_weight: float = Field(1.0, ge=1.0, le=20.0)  # SFT: tool-call tokens weigh this much more than prose (CPU)
     beta: float = 0.1  # DPO / ORPO / KTO
     num_generations: int = 4  # GRPO / RLOO: completions per prompt
     max_completion_length: int = 128  # GRPO / RLOO
@@ -105,7 +109,8 @@ class JobSpec(BaseModel):
 
     def config_fingerprint(self) -> str:
         """sha256 of what decides the outcome: recipe, model, data, hyper-parameters, budget (not paths/tokens)."""
+        hyper = self.hyper.model_dump(exclude={k for k in ADDED if getattr(self.hyper, k) == ADDED[k]})
         keep = {"kind": self.kind, "model": self.model, "init_adapter": self.init_adapter,
-                "dataset": self.dataset_sha256, "eval": self.eval_sha256, "hyper": self.hyper.model_dump(),
+                "dataset": self.dataset_sha256, "eval": self.eval_sha256, "hyper": hyper,
                 "budget": self.budget.model_dump(), "processes": self.processes}
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()

@@ -76,10 +76,25 @@ class SFTRecipe(Recipe):
         trainer = SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation,
                              processing_class=self.tokenizer, peft_config=peft_config, callbacks=callbacks)
         base = trainer.model.get_base_model() if hasattr(trainer.model, "get_base_model") else trainer.model
-        if chunked_loss.enabled() and chunked_loss.install(base):
+        actions = self._actions()
+        if chunked_loss.enabled() and chunked_loss.install(base, actions):
             self.server.emit(P.Log(message="loss: LM head and cross-entropy in chunks of "
-                                   f"{chunked_loss.chunk_tokens(base.config.get_text_config().vocab_size)} tokens"))
+                                   f"{chunked_loss.chunk_tokens(base.config.get_text_config().vocab_size)} tokens"
+                                   + (f"; tool-call tokens weigh {actions.weight:g}x" if actions else "")))
+        elif actions is not None:
+            self.server.emit(P.Log(level="warning", message=f"action_weight {actions.weight:g} is not applied: it "
+                                   "needs the engine's chunked loss head (a CPU job), and this job uses TRL's own"))
         return trainer
+
+    def _actions(self) -> chunked_loss.Actions | None:
+        """The tool-call weighting of the loss (`action_weight`; 1: none), its markers found in this tokenizer."""
+        if self.h.action_weight == 1.0:
+            return None
+        try:
+            return chunked_loss.Actions.of(self.tokenizer, self.h.action_weight)
+        except ValueError as exc:
+            raise EngineError("action_weight cannot be applied with this model's tokenizer", why=str(exc),
+                              fix="train with action_weight 1") from None
 
     def _stored_or_rendered(self, data):
         """Stored tokens when the template reproduces them (checked on the first example), else messages only."""
