@@ -6,6 +6,11 @@ than the one before, and next-action agreement at least 20 points above the base
 
     .venv/bin/python -m bench.bench_learning [--model default|tiny] [--cycles 3] [--sessions 60] [--steps 40] [--test-share 0.35]
     .venv/bin/python -m bench.bench_learning --real [--cycles 3] [--steps 40] [--test-share 0.3]
+    .venv/bin/python -m bench.bench_learning --curve [--variants today,actions] [--steps 24 --every 8] [--contexts 96]
+
+With --curve (bench/learning_curve.py) one run per recipe variant on the shared real fixtures, its checkpoints judged
+at several budgets against the base: loss, agreement, validity and reward with session-level intervals, the tokens
+and CPU time of each point, agreement gained per CPU hour.
 
 With --real the corpus is the shared real-world fixtures only (real-world and real-world-2: Claude Code, Codex and
 Gemini transcripts), their source folders dealt into --cycles batches; each batch is imported (as `nightschool
@@ -24,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 
+from bench import learning_curve
+
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real-world"
 REAL = [FIXTURES, FIXTURES.with_name("real-world-2")]
 ENDED = ("cycle.done", "cycle.refused", "cycle.failed")
@@ -39,10 +46,14 @@ def main() -> None:
                         "needs 20 loss examples and 20 next actions before it says anything but inconclusive)")
     parser.add_argument("--no-fixtures", action="store_true", help="generated sessions only")
     parser.add_argument("--real", action="store_true", help="the shared real-world fixtures only, in batches")
+    learning_curve.add_arguments(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["NIGHTSCHOOL_HOME"] = str(Path(tmp) / "home")
-        run(args, Path(tmp))
+        if args.curve:
+            learning_curve.run(args, REAL)
+        else:
+            run(args, Path(tmp))
 
 
 def _model(args, tmp: Path) -> tuple[str, dict]:
