@@ -1,1 +1,1 @@
-"""cli."""
+"""The command line: one module per command group (`nightschool <group> …`), `main` parses and dispatches."""

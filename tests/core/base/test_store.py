@@ -37,10 +37,20 @@ def test_the_orm_tables_match_the_migrations(store):
 
 
 def test_reopening_is_idempotent(store):
+    """Opening a migrated store again migrates nothing and sees what the first one wrote."""
+    from app.core.base import settings
     from app.core.base.store import Store
 
+    settings.put(store, "test.reopened", 7)
+    con = sqlite3.connect(store.path)
+    head = con.execute("select version_num from alembic_version").fetchone()[0]
     again = Store(store.path)
-    again.close()
+    try:
+        assert settings.get(again, "test.reopened") == 7
+        assert con.execute("select version_num from alembic_version").fetchall() == [(head,)]
+    finally:
+        again.close()
+        con.close()
 
 
 def test_socket_path_stays_short(tmp_path):
