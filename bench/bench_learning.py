@@ -6,7 +6,7 @@ than the one before, and next-action agreement at least 20 points above the base
 
     .venv/bin/python -m bench.bench_learning [--model default|tiny] [--cycles 3] [--sessions 60] [--steps 40] [--test-share 0.35]
     .venv/bin/python -m bench.bench_learning --real [--cycles 3] [--steps 40] [--test-share 0.3]
-    .venv/bin/python -m bench.bench_learning --curve [--variants today,actions] [--steps 24 --every 8] [--contexts 96]
+    .venv/bin/python -m bench.bench_learning --curve [--variants standard,actions] [--steps 24 --every 8] [--contexts 96]
 
 With --curve (bench/learning_curve.py) one run per recipe variant on the shared real fixtures, its checkpoints judged
 at several budgets against the base: loss, agreement, validity and reward with session-level intervals, the tokens
@@ -48,6 +48,10 @@ def main() -> None:
     parser.add_argument("--real", action="store_true", help="the shared real-world fixtures only, in batches")
     learning_curve.add_arguments(parser)
     args = parser.parse_args()
+    if args.curve and args.keep:  # a data dir kept for a look afterwards (its jobs, checkpoints and evaluations)
+        os.environ["NIGHTSCHOOL_HOME"] = str(Path(args.keep).resolve())
+        learning_curve.run(args, REAL)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["NIGHTSCHOOL_HOME"] = str(Path(tmp) / "home")
         if args.curve:

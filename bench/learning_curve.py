@@ -2,10 +2,10 @@
 budgets against the base on the same held-out next actions (session-level intervals), with the tokens and the CPU
 time each point cost, and agreement gained per CPU hour.
 
-    .venv/bin/python -m bench.bench_learning --curve [--variants today,actions] [--steps 24 --every 8]
+    .venv/bin/python -m bench.bench_learning --curve [--variants standard,actions] [--steps 24 --every 8 [--at 8,24]]
                                              [--contexts 96] [--examples 64] [--max-length 1024]
 
-Every variant trains from the base model on the same dataset (a variant with its own build options — `decisions` —
+The variants are the school's named recipes (app/core/train/variants.py). Every variant trains from the base model on the same dataset (a variant with its own build options — `decisions` —
 builds its own from the same sessions; every variant is judged on the default build's held-out split, so all points
 share one set of next actions and loss examples). Judged through llama.cpp as a CPU cycle judges, the gate's paired
 comparisons giving each point's intervals. CPU time is the engine process's own (user + system, its children
@@ -19,18 +19,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.core.train.variants import VARIANTS
+
 BASE_HYPER = {"learning_rate": 5e-4, "batch_size": 4, "grad_accum": 1, "max_length": 1024, "epochs": 100,
               "lora_r": 16, "lora_alpha": 32, "warmup": 0.0}
-# name -> (hyper over BASE_HYPER, dataset build options over the default build's, words)
-VARIANTS: dict[str, tuple[dict, dict, str]] = {
-    "today": ({}, {}, "the school's recipe: LoRA r 16, lr 5e-4, turn windows"),
-    "actions": ({"action_weight": 3.0}, {}, "(b) tool-call tokens weigh 3x prose"),
-    "decisions": ({}, {"windows": "decisions"}, "(a) windows that end at a teacher action"),
-    "full": ({"method": "full", "learning_rate": 5e-5}, {}, "(c) full fine-tuning, lr 5e-5"),
-    "r64-lr1e-3": ({"lora_r": 64, "lora_alpha": 128, "learning_rate": 1e-3}, {}, "(d) LoRA r 64, lr 1e-3"),
-    "r8-lr2e-4": ({"lora_r": 8, "lora_alpha": 16, "learning_rate": 2e-4}, {}, "(d) LoRA r 8, lr 2e-4"),
-}
-
 
 @dataclass
 class Point:
@@ -46,11 +38,15 @@ class Point:
 def add_arguments(parser) -> None:
     parser.add_argument("--curve", action="store_true", help="learning curves of recipe variants (see "
                         "bench/learning_curve.py)")
-    parser.add_argument("--variants", default="today,actions", help=f"comma-separated: {', '.join(VARIANTS)}")
+    parser.add_argument("--variants", default="standard,actions", help=f"comma-separated: {', '.join(VARIANTS)}")
     parser.add_argument("--every", type=int, default=8, help="with --curve: a judged checkpoint every N steps")
+    parser.add_argument("--at", default="", help="with --curve: judge only the checkpoints of these steps, e.g. 8,24 "
+                        "(default: every one)")
     parser.add_argument("--contexts", type=int, default=96, help="with --curve: held-out next actions judged")
     parser.add_argument("--examples", type=int, default=64, help="with --curve: held-out loss examples")
     parser.add_argument("--max-length", type=int, default=1024, help="with --curve: tokens per training window")
+    parser.add_argument("--keep", default="", help="with --curve: this folder as the data dir, kept afterwards "
+                        "(default: a temporary one)")
 
 
 class CpuClock:
@@ -122,7 +118,7 @@ def _train(store, manager, ds, variant: str, steps: int, every: int, max_length:
     from app.core.train.checkpoints import verify
     from app.core.train.spec import Hyper
 
-    hyper = Hyper(**{**BASE_HYPER, **VARIANTS[variant][0], "max_steps": steps, "save_steps": every,
+    hyper = Hyper(**{**BASE_HYPER, **VARIANTS[variant].hyper, "max_steps": steps, "save_steps": every,
                      "keep_checkpoints": steps // every + 2, "max_length": max_length})
     started = time.perf_counter()
     job = manager.submit(Path(ds.path) / "train.jsonl", hyper=hyper)
@@ -184,8 +180,8 @@ def _cell(check: dict | None, points: bool = False) -> str:
         return "n/a"
     scale, unit = (100, " pts") if points else ((100, " %") if check.get("relative") else (1, ""))
     low, high = check.get("low"), check.get("high")
-    ci = f" [{low * scale:+.1f}…{high * scale:+.1f}]" if low is not None else ""
     fmt = (lambda v: f"{v * scale:+.1f}") if scale == 100 else (lambda v: f"{v:+.3f}")
+    ci = f" [{fmt(low)}…{fmt(high)}]" if low is not None else ""
     return f"{check['after']:.3f} ({fmt(check['delta'])}{unit if scale == 100 else ''}{ci})"
 
 
@@ -225,11 +221,13 @@ def run(args, fixtures: list[Path]) -> None:
     manager = JobManager(store)
     settings = EvalSettings(max_contexts=args.contexts, max_new_tokens=96, max_examples=args.examples, samples=4,
                             evaluator="llama.cpp")
+    datasets = {name: _build(store, built, VARIANTS[name].build, args.max_length) for name in names}  # built first
+    at = {int(x) for x in args.at.split(",") if x.strip()}
     points: list[Point] = []
     for name in names:
-        print(f"\n== {name}: {VARIANTS[name][2]}")
-        ds = _build(store, built, VARIANTS[name][1], args.max_length)
-        points += _train(store, manager, ds, name, args.steps, args.every, args.max_length)
+        print(f"\n== {name}: {VARIANTS[name].words}")
+        points += [p for p in _train(store, manager, datasets[name], name, args.steps, args.every, args.max_length)
+                   if not at or p.step in at]
     base = _judge(store, points, heldout.name, settings)
     print(f"\nheld-out: {base['contexts']} next actions, {base['examples']} loss examples of {heldout.name}; load "
           f"before {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}, after {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores\n")
