@@ -20,8 +20,8 @@ def _config(args):
                 min_reasoning=args.min_reasoning, include_subagents=not args.no_subagents,
                 near_duplicate=args.near_duplicate)
     return BuildConfig(name=args.name, base_model=args.model, mode=args.mode, max_length=args.max_length,
-                       val_share=args.val, test_share=args.test, replay=args.replay, thinking=not args.no_thinking,
-                       filters=f)
+                       windows=args.windows, val_share=args.val, test_share=args.test, replay=args.replay,
+                       thinking=not args.no_thinking, filters=f)
 
 
 def _follow(run, log=None) -> None:
@@ -254,7 +254,7 @@ def register(sub) -> None:
 
 
 def _add_build(dsub) -> None:
-    from app.core.datasets.config import MODES, BuildConfig
+    from app.core.datasets.config import MODES, WINDOWS, BuildConfig
 
     d = BuildConfig()  # the defaults: argparse's match a build made without any option
     b = dsub.add_parser("build", help="build an SFT dataset from the captured sessions")
@@ -267,6 +267,9 @@ def _add_build(dsub) -> None:
                         "session; auto: incremental when an earlier dataset exists (default %(default)s)")
     b.add_argument("--max-length", type=int, default=d.max_length,
                    help="tokens; longer conversations are cut into windows of whole turns (default %(default)s)")
+    b.add_argument("--windows", choices=WINDOWS, default=d.windows,
+                   help="turns: whole turns packed per window; decisions: one window ending at each teacher action, "
+                        "its context cut from the left (default %(default)s)")
     b.add_argument("--min-tool-calls", type=int, default=d.filters.min_tool_calls,
                    help="sessions with fewer tool calls are dropped (default %(default)s)")
     b.add_argument("--min-steps", type=int, default=d.filters.min_steps,

@@ -101,10 +101,17 @@ def _split_sessions(convs: list[Conversation], config: BuildConfig, heldout: fro
 
 def _examples(conv: Conversation, split: str, config: BuildConfig, renderer: Renderer, b: Build,
               scrubber: Scrubber, heldout_by: str = "") -> None:
-    found, fitting = windows.windows(conv.messages, config.max_length, renderer.count)
-    b.filters["over max length (turn blocks)"] += fitting.too_long
+    cut = windows.decisions if config.windows == "decisions" else windows.windows
+    found, fitting = cut(conv.messages, config.max_length, renderer.count)
+    unit = "decisions" if config.windows == "decisions" else "turn blocks"
+    b.filters[f"over max length ({unit})"] += fitting.too_long
     for reason, n in fitting.dropped.items():
-        b.counts[f"turn blocks dropped: {reason}"] += n
+        b.counts[f"{unit} dropped: {reason}"] += n
+    if fitting.alone:
+        b.counts["long decisions: windows with the first request cut further"] += fitting.alone
+    if config.windows == "decisions":  # every teacher action: a window, or dropped (counted above)
+        b.counts["decisions"] += fitting.decisions
+        b.counts["decision windows"] += len(found)
     b.cuts += fitting.cuts
     for w, msgs in enumerate(found):
         problems = checks.standard({"messages": msgs}, scrubber)
@@ -245,7 +252,8 @@ def _nonempty(b: Build, mode: str, config: BuildConfig) -> None:
     fix = (f"every session is {cut}: capture more work"
            + (", or rebuild everything with mode full" if config.learned_from is None else "")
            if mode == "incremental" and b.filters[cut] else
-           "raise the max length: the turns do not fit in it" if b.filters["over max length (turn blocks)"] else
+           "raise the max length: the turns do not fit in it" if any(
+               n for k, n in b.filters.items() if k.startswith("over max length")) else
            "capture more sessions, or loosen the filters (fewer tool calls or steps required)")
     raise BuildError("no examples to build", why=_why_empty(b), fix=fix)
 

@@ -9,6 +9,10 @@ from pydantic import BaseModel, Field
 # The defaults below are the only ones: the CLI's options and the GUI form's initial values read them from here.
 Mode = Literal["auto", "full", "incremental"]
 MODES: tuple[str, ...] = get_args(Mode)
+# turns: whole turns packed into each window (a decision may sit anywhere in it); decisions: one window ending at each
+# teacher action (tool call or text answer), its context cut from the left to fit (datasets/windows)
+Windows = Literal["turns", "decisions"]
+WINDOWS: tuple[str, ...] = get_args(Windows)
 
 
 class Filters(BaseModel):
@@ -42,6 +46,7 @@ class BuildConfig(BaseModel):
     # A cycle names those its school trained on, so a dataset built by hand and never trained uses nothing up
     learned_from: list[str] | None = None
     max_length: int = Field(2048, ge=64)
+    windows: Windows = "turns"
     val_share: float = Field(0.1, ge=0.0, lt=0.5)
     test_share: float = Field(0.1, ge=0.0, lt=0.5)
     replay: float = Field(0.3, ge=0.0, lt=1.0)  # share of the new dataset replayed from earlier ones
