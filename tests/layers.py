@@ -55,8 +55,13 @@ def _absolute(node: ast.ImportFrom, current: str, is_package: bool) -> str:
 
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The project modules `name` imports (anywhere in the file: lazy imports count too; TYPE_CHECKING ones too; so do
-    `importlib.import_module("…")` calls and "module:Name" registry strings)."""
+    """The project modules `name` imports (anywhere in the file: imports inside functions count too; TYPE_CHECKING
+    ones too; so do `importlib.import_module("…")` calls and "module:Name" registry strings).
+
+    Inside a package, `from pkg import sub` is an edge to the module pkg.sub only, but `from pkg import Name` (a name
+    pkg's `__init__` defines, in a function or not) is an edge to pkg: the child depends on that `__init__`, which may
+    import the child back (a circle this check missed while it skipped every child -> parent edge). Only the implicit
+    run of an ancestor's `__init__` when one of its modules is imported is no edge."""
     targets: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module" \
@@ -69,13 +74,14 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
             targets.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = _absolute(node, name, path.name == "__init__.py")
-            targets.add(base)
-            targets.update(f"{base}.{a.name}" for a in node.names)
+            if not (name == base or name.startswith(base + ".")):
+                targets.add(base)  # as ever: `from pkg import …` outside pkg counts pkg too
+            targets.update(base if a.name == "*" else f"{base}.{a.name}" for a in node.names)
     out = set()
     for target in targets:
         while target and target not in known:
             target = target.rpartition(".")[0]
-        if target and target != name and not name.startswith(target + "."):  # a package's own __init__ is no edge
+        if target and target != name:
             out.add(target)
     return out
 

@@ -51,3 +51,25 @@ def test_the_order_check_catches_a_planted_upward_edge_and_an_unplaced_package()
     assert "app.core.capture -> app.core.judge" in bad
     assert "unplaced: app.core.newthing" in bad
     assert "engine.loading -> engine.train" in bad
+
+
+def test_a_child_taking_a_name_from_its_own_package_is_an_edge_and_closes_a_circle(tmp_path):
+    """The backends' old circle: the package's __init__ imports a child inside a function, the child imports a name
+    from the package inside a function. A child that imports only a sibling module makes no edge to the package."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("def load():\n    from pkg.child import Thing\n    return Thing\n")
+    (tmp_path / "pkg" / "child.py").write_text("def fail():\n    from pkg import Refusal\n    raise Refusal()\n")
+    (tmp_path / "pkg" / "sibling.py").write_text("from pkg import child\nfrom pkg.child import fail\n")
+    known = {"pkg", "pkg.child", "pkg.sibling"}
+    edges = {name: layers.imports_of(name, tmp_path / path, known)
+             for name, path in (("pkg", "pkg/__init__.py"), ("pkg.child", "pkg/child.py"),
+                                ("pkg.sibling", "pkg/sibling.py"))}
+    assert edges == {"pkg": {"pkg.child"}, "pkg.child": {"pkg"}, "pkg.sibling": {"pkg.child"}}
+    assert layers.cycles(edges) == [["pkg", "pkg.child"]]
+
+
+def test_the_backends_registry_names_its_modules_and_they_import_no_name_from_it():
+    edges = layers.graph()
+    assert {"app.core.train.backends.ray", "app.core.train.backends.skypilot"} <= edges["app.core.train.backends"]
+    for child in ("ray", "skypilot", "remote", "base"):
+        assert "app.core.train.backends" not in edges[f"app.core.train.backends.{child}"]

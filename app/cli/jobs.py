@@ -205,6 +205,15 @@ def register(sub) -> None:
         p.set_defaults(func=cmd_command, command=command)
 
 
+def add_on_option(parser) -> None:
+    """`--on NAME`: the execution backends' registry (`train/backends.BACKENDS`) gives the choices and their words."""
+    from app.core.train import backends
+
+    parser.add_argument("--on", choices=backends.names(), default=None,
+                        help=f"where the engine runs: {backends.described()}; default: the train.backend setting, "
+                             "else local")
+
+
 def _add_train(sub) -> None:
     from app.core.train.spec import DEFAULT_MODEL, RECIPES, Hyper
 
@@ -223,6 +232,5 @@ def _add_train(sub) -> None:
     train.add_argument("--priority", default="high", choices=("high", "normal", "low"))
     train.add_argument("--dry-run", action="store_true", help="validate data, model and plan; train nothing")
     train.add_argument("--detach", action="store_true", help="queue the job and return")
-    train.add_argument("--on", choices=("local", "ray", "skypilot"), default=None,
-                       help="where the engine runs: local (here), ray (a Ray cluster: train.ray.address) or skypilot (a SkyPilot managed job); default: the train.backend setting, else local")
+    add_on_option(train)
     train.set_defaults(func=cmd_train)

@@ -148,7 +148,7 @@ def cmd_concurrent(args: argparse.Namespace) -> int:
 
 @_errors
 def cmd_remote(args: argparse.Namespace) -> int:
-    """Show or set where jobs train (local, ray, skypilot) and each backend's settings; the Ray token: keyring."""
+    """Show or set where jobs train (a `backends.BACKENDS` name) and each backend's settings; the Ray token: keyring."""
     from app.core.train import backends
 
     q = _queue()
@@ -230,6 +230,9 @@ def _idle(q) -> bool:
 
 def register(sub) -> None:
     """Add `queue …` to the main parser's subcommands."""
+    from app.cli.jobs import add_on_option
+    from app.core.train import backends
+
     qp = sub.add_parser("queue", help="the training queue: add jobs, list, pause, resume, stop, retry, reorder")
     qs = qp.add_subparsers(title="queue commands", required=True)
     add = qs.add_parser("add", help="check a file and queue a job (it starts when the queue runs)")
@@ -240,8 +243,7 @@ def register(sub) -> None:
     add.add_argument("--max-steps", type=int, default=None)
     add.add_argument("--eval", default=None, metavar="FILE", help="held-out data for eval loss")
     add.add_argument("--dry-run", action="store_true", help="validate data, model and plan; train nothing")
-    add.add_argument("--on", choices=("local", "ray", "skypilot"), default=None,
-                     help="where the engine runs: local (here), ray (a Ray cluster: train.ray.address) or skypilot (a SkyPilot managed job); default: the train.backend setting, else local")
+    add_on_option(add)
     add.set_defaults(func=cmd_add)
     ls = qs.add_parser("list", help="running, waiting (with ETAs) and recent jobs")
     ls.add_argument("--all", action="store_true", help="every finished job, not only the last ones")
@@ -255,8 +257,9 @@ def register(sub) -> None:
     inbox.add_argument("--model", default=None, help="default model for inbox jobs")
     inbox.add_argument("--max-steps", type=int, default=None, help="default max steps for inbox jobs")
     inbox.set_defaults(func=cmd_inbox)
-    remote = qs.add_parser("remote", help="show or set where jobs train: backend local|ray|skypilot, ray.address, "
-                                          "ray.storage, skypilot.bucket, … (ray.token - reads the token into the keyring)")
+    remote = qs.add_parser("remote", help=f"show or set where jobs train: backend {'|'.join(backends.names())}, "
+                                          "ray.address, ray.storage, skypilot.bucket, … (ray.token - reads the token "
+                                          "into the keyring)")
     remote.add_argument("key", nargs="?")
     remote.add_argument("value", nargs="?")
     remote.set_defaults(func=cmd_remote)

@@ -55,7 +55,7 @@ class JobManager:
                priority: str = "normal", lineage: Lineage | None = None, processes: int = 1,
                backend: str | None = None) -> Job:
         """Check the file(s) and the model, snapshot the usable records into a new run dir, write the spec."""
-        backend = backends.check_name(backend or backends.default_name(self.store))  # local | ray | skypilot
+        backend = backends.check_name(backend or backends.default_name(self.store))  # a backends.BACKENDS name
         paths.engine_python()  # a packaged app with no engine configured says so before anything is made
         if kind not in RECIPES:
             raise DatasetError(f"unknown recipe {kind!r}: choose one of {', '.join(RECIPES)}")

@@ -2,9 +2,9 @@
 
 The engine and its protocol are the same everywhere (`python -m engine --spec FILE`); a backend only decides how it
 is started, how its events come back into the run's events.jsonl and how its checkpoints come home. `local` is the
-JobManager's own subprocess (jobs.py); a remote backend (ray.py, skypilot.py) answers start(spec, run_dir),
-alive(run_dir), status(run_dir), finish(job_id, run_dir, spec_sha) -> (exit code, unreachable reason),
-command(run_dir, command) and cancel(run_dir); JobManager.remote(run_dir) finds a job's one.
+JobManager's own subprocess (jobs.py); a remote backend (ray.py, skypilot.py) is a `base.Backend` (start, alive,
+status, finish, command, cancel). A new one is a module with its class and one line in `BACKENDS`: the CLI's `--on`,
+the policy's `train_on` and `train.backend` take their names from there; JobManager.remote(run_dir) finds a job's one.
 
 What a remote job cannot do that a local one can (and why):
 - pause/resume/stop/checkpoint-now are relayed through a control file on the checkpoint storage that the remote
@@ -15,24 +15,50 @@ What a remote job cannot do that a local one can (and why):
 """
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
-from app.core.base.errors import Explained
+from app.core.train.backends.base import Backend, BackendError
 
-NAMES = ("local", "ray", "skypilot")
+# The one place a backend is added: its name (`--on NAME`, the policy's `train_on`, the `train.backend` setting) ->
+# ("module:Class" of its `base.Backend`, or None: the JobManager's own subprocess; what it is, in the CLI's words).
+BACKENDS: dict[str, tuple[str | None, str]] = {
+    "local": (None, "here"),
+    "ray": ("app.core.train.backends.ray:RayBackend", "a Ray cluster: train.ray.address"),
+    "skypilot": ("app.core.train.backends.skypilot:SkyPilotBackend", "a SkyPilot managed job"),
+}
 SETTING = "train.backend"  # the default backend for new jobs (a job's own choice wins)
 CHOICE_FILE = "backend.json"  # in the run dir: which backend this job runs on
 
 
-class BackendError(Explained, ValueError):
-    """A backend cannot be used as asked: what, why, what to do."""
+def names() -> tuple[str, ...]:
+    """The backends' names, registry order (read each call: a test may plant one)."""
+    return tuple(BACKENDS)
+
+
+def _either(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def described() -> str:
+    """The backends in words: "local (here), ray (a Ray cluster: train.ray.address) or skypilot (…)"."""
+    return _either([f"{name} ({words})" for name, (_, words) in BACKENDS.items()])
+
+
+def backend_class(name: str) -> type[Backend] | None:
+    """The class of a remote backend (its module imported only now), or None for `local` and an unknown name."""
+    entry = BACKENDS.get(name, (None, ""))[0]
+    if entry is None:
+        return None
+    module, cls = entry.split(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def check_name(name: str) -> str:
-    if name not in NAMES:
-        raise BackendError(f"unknown execution backend {name!r}", why=f"the backends are {', '.join(NAMES)}",
-                           fix="pass --on local, --on ray or --on skypilot")
+    if name not in BACKENDS:
+        raise BackendError(f"unknown execution backend {name!r}", why=f"the backends are {', '.join(BACKENDS)}",
+                           fix=f"pass {_either([f'--on {n}' for n in BACKENDS])}")
     return name
 
 
@@ -55,18 +81,10 @@ def choice_of(run_dir: str | Path) -> str:
     return json.loads(path.read_text(encoding="utf-8")).get("backend", "local")
 
 
-def remote_for(run_dir: str | Path, store):
+def remote_for(run_dir: str | Path, store) -> Backend | None:
     """The remote backend object that runs this job, or None for a local job."""
-    name = choice_of(run_dir)
-    if name == "ray":
-        from app.core.train.backends.ray import RayBackend
-
-        return RayBackend.from_settings(store)
-    if name == "skypilot":
-        from app.core.train.backends.skypilot import SkyPilotBackend
-
-        return SkyPilotBackend.from_settings(store)
-    return None
+    cls = backend_class(choice_of(run_dir))
+    return None if cls is None else cls.from_settings(store)
 
 
 # `nightschool queue remote KEY VALUE`: the words a user types -> (setting key, type). Secrets are not settings: the

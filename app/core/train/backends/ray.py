@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from app.core.base import settings
-from app.core.train.backends import BackendError
+from app.core.train.backends.base import BackendError
 from app.core.train.backends.remote import (ENGINE_MODULES, ENGINE_MODULES_DEFAULT_MODEL, EventMirror, RemoteRecord,
                                             check_entrypoint, python_refusal, send_control, settle, stage)
 from app.core.train.spec import DEFAULT_MODEL, JobSpec
@@ -65,11 +65,9 @@ def token() -> str | None:
 
 
 def _packages() -> list[str]:
-    import app
-
     from app.core.base.paths import CODE_ROOT
 
-    return [str(Path(app.__file__).parent), str(CODE_ROOT / "engine")]
+    return [str(CODE_ROOT / "app"), str(CODE_ROOT / "engine")]
 
 
 class RayBackend:

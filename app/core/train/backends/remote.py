@@ -14,6 +14,7 @@ from pathlib import Path
 
 from app.core.base import protocol as P
 from app.core.train import checkpoints as ckpt
+from app.core.train.backends.base import BackendError
 from app.core.train.spec import JobSpec
 
 EVENT_PREFIX = "NSEV "  # the remote wrapper prints each engine event line after this
@@ -166,8 +167,6 @@ def settle(rec: RemoteRecord, run_dir: Path, job_spec_sha: str, log: str, label:
 
 def send_control(rec: RemoteRecord, command: str) -> None:
     """Leave a command for the remote wrapper (it forwards it to the engine's socket within a second)."""
-    from app.core.train.backends import BackendError
-
     if command not in P.COMMANDS:
         raise ValueError(f"unknown command {command!r}")
     if not rec.home_run_dir or not Path(rec.home_run_dir).is_dir():
@@ -227,8 +226,6 @@ def install_command(missing: list[str], python: str = "python") -> str:
 def python_refusal(where: str, log: str):
     """A BackendError when the check's log shows modules the cluster's Python lacks (naming them and the install
     command) or shows no report at all (what the log says instead); None when nothing is missing."""
-    from app.core.train.backends import BackendError
-
     report = read_check(log)
     if report is None:
         tail = "\n".join(other_lines(log).strip().splitlines()[-10:]) or "its log is empty"

@@ -17,7 +17,7 @@ import io
 from pathlib import Path
 
 from app.core.base import settings
-from app.core.train.backends import BackendError
+from app.core.train.backends.base import BackendError
 from app.core.train.backends.remote import EventMirror, RemoteRecord, send_control, settle, stage
 from app.core.train.spec import JobSpec
 
@@ -45,11 +45,9 @@ def _sky():
 
 
 def _packages() -> dict[str, str]:
-    import app
-
     from app.core.base.paths import CODE_ROOT
 
-    return {f"{CODE}/app": str(Path(app.__file__).parent), f"{CODE}/engine": str(CODE_ROOT / "engine")}
+    return {f"{CODE}/app": str(CODE_ROOT / "app"), f"{CODE}/engine": str(CODE_ROOT / "engine")}
 
 
 def task_config(job_id: str, stage_dir: Path, bucket: str, accelerators: str = "", infra: str = "",
