@@ -11,9 +11,16 @@ says so. Rules, against every reference:
   than the minimum loss examples or next actions, all of them from one session (no interval across sessions can be
   computed), or no primary metric (loss, agreement) improved significantly by at least its minimum effect.
   Inconclusive is never promoted.
-- fail: a gated metric significantly worse (its interval entirely below zero, beyond the tolerance), or its point
-  estimate worse by more than `max_regression` (15 %).
-- pass: otherwise, with at least one primary metric improved significantly by its minimum effect vs each reference."""
+- fail: a gated metric significantly worse: its interval entirely below zero, beyond `fall_tolerance` (agreement:
+  McNemar's test significant too). Only evidence fails a candidate, as only evidence passes one: a point estimate
+  worse by more than `max_regression` (15 %) whose interval reaches zero does not fail by itself; its check says so
+  after its interval ("worse by 16 % on the point estimate (beyond the 15 % bound), not significantly: its interval
+  reaches zero"; status `point_worse`, ok), so a person sees it. `max_regression` bounds only a check with no
+  interval to weigh (its paired units all from one session, or none): there a point estimate worse by more than it
+  fails (status `regressed`), fail-closed.
+- pass: otherwise, with at least one primary metric improved significantly by its minimum effect vs each reference.
+  A noise checkpoint is never deployed: it has no significant primary gain (inconclusive); a real gain with no
+  significant fall passes."""
 from __future__ import annotations
 
 from typing import Literal
@@ -47,7 +54,9 @@ class Thresholds(BaseModel):
     min_gain: dict[str, float] = Field(default_factory=lambda: {"loss": 0.02, "agreement": 0.05, "validity": 0.05,
                                                                  "reward": 0.05})  # loss: relative; others: absolute
     fall_tolerance: float = Field(0.0, ge=0.0)  # a significant fall within this (loss: relative) does not fail
-    max_regression: float = Field(0.15, ge=0.0)  # a point estimate worse by more than this fraction fails
+    # a check with no interval fails when its point estimate is worse by more than this fraction; with an interval
+    # it only says so (a fall must be significant to fail). Kept in stored settings as it was.
+    max_regression: float = Field(0.15, ge=0.0)
     min_examples: int = Field(20, ge=1)  # paired held-out loss examples needed for a verdict
     min_contexts: int = Field(20, ge=1)  # paired held-out next actions needed for a verdict
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
@@ -87,7 +96,8 @@ class Check(BaseModel):
     gained: int | None = None  # agreement: next actions only the candidate got right (c) …
     lost: int | None = None  # … and only the reference got right (b)
     p_value: float | None = None  # agreement: exact McNemar
-    status: str = "held"  # improved | below_minimum | inconclusive | held | worse | regressed | missing
+    # improved | below_minimum | inconclusive | held | point_worse (said, ok) | worse | regressed | missing
+    status: str = "held"
     ok: bool = True
     text: str = ""
 
@@ -103,8 +113,11 @@ class Verdict(BaseModel):
         return [c.text for c in self.checks if not c.ok] + [c.text for c in self.checks if c.ok] + self.notes
 
     def summary(self) -> str:
+        """The head and what decided it; a point estimate worse beyond the bound is named even when it did not fail."""
         failed = [c.text for c in self.checks if not c.ok]
-        said = failed or self.notes or [c.text for c in self.checks][:2] or ["nothing to check"]
+        shown = [c.text for c in self.checks][:2]
+        shown += [c.text for c in self.checks if c.status == "point_worse" and c.text not in shown]
+        said = failed or self.notes or shown or ["nothing to check"]
         return HEADS[self.verdict] + ": " + "; ".join(said)
 
 
@@ -146,7 +159,8 @@ def _better(metric: str, value: float) -> float:
 
 
 def _judge_check(check: Check, th: Thresholds) -> Check:
-    """Status, ok and text of a measured check by the rules."""
+    """Status, ok and text of a measured check by the rules: only a significant fall fails; a point estimate beyond
+    `max_regression` fails only where there is no interval to weigh it."""
     metric, alpha = check.metric, 1 - th.confidence
     lo, hi = sorted((_better(metric, check.low), _better(metric, check.high))) if check.low is not None else (0, 0)
     better = _better(metric, check.delta)
@@ -154,13 +168,18 @@ def _judge_check(check: Check, th: Thresholds) -> Check:
     worse = -better / (1 if check.relative else abs(check.before) or 1) if better < 0 else 0.0
     need = th.min_gain.get(metric, 0.0)
     minimum = f"{need * 100:g} %" if check.relative else f"{need:+g}"
-    if worse > th.max_regression:
-        status, words = "regressed", f"worse by more than {th.max_regression:.0%}"
+    if check.low is None and worse > th.max_regression:
+        status, words = "regressed", f"worse by more than {th.max_regression:.0%}, with no interval to weigh it"
     elif hi < -th.fall_tolerance and tested:
         status, words = "worse", "significantly worse"
     elif lo > 0 and tested:
         status, words = ("improved", "improved") if better >= need else ("below_minimum",
                                                                           f"below the {minimum} minimum")
+    elif worse > th.max_regression:
+        why = ("its interval reaches zero" if hi >= 0 else f"McNemar p {check.p_value:.3f}" if not tested
+               else f"within the {th.fall_tolerance:g} tolerance")
+        status, words = "point_worse", (f"worse by {worse * 100:.0f} % on the point estimate (beyond the "
+                                        f"{th.max_regression * 100:g} % bound), not significantly: {why}")
     else:
         status = "inconclusive" if metric in th.primary else "held"
         words = "inconclusive" if metric in th.primary else "no significant change"

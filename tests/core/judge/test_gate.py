@@ -1,6 +1,7 @@
 """The gate's verdict rules on hand-made per-example evidence: a noise-level change is inconclusive, a clear gain
-passes with its interval shown, a significant fall or a 15 % regression fails, and incomparable or too little
-evidence is inconclusive; old stored thresholds still load."""
+passes with its interval shown, a significant fall fails while a point estimate beyond the 15 % bound whose interval
+reaches zero is only said (a check with no interval still fails on it), null data never passes, and incomparable or
+too little evidence is inconclusive; old stored thresholds still load."""
 from __future__ import annotations
 
 import random
@@ -102,18 +103,86 @@ def test_a_significant_fall_in_agreement_fails_even_when_the_loss_improved():
     assert v.verdict == "fail"
     [failed] = [c for c in v.checks if not c.ok]
     assert failed.metric == "agreement" and failed.lost == 10 and failed.p_value < 0.01
-    assert failed.status == "regressed"  # 12 → 2 of 28 is also far beyond 15 %
+    assert failed.status == "worse" and failed.high < 0  # 12 → 2 of 28: significant, not only far beyond 15 %
 
 
-def test_a_point_estimate_worse_by_more_than_15_percent_fails_without_significance():
-    """Reward 0.5 → 0.4 on one next action in five: too noisy to be significant, but beyond the 15 % bound."""
-    rewards = [0.5] * 28
-    worse = [0.0 if i % 5 == 0 else 0.5 for i in range(28)]  # mean 0.41: −18 %
-    cand = evidence(shifted(BASE, 0.85, 0.02), agreements(28, {3, 17, *range(5, 12)}), reward=worse)
-    v = judge(cand, evidence(BASE, BASE_AGREE, "base", reward=rewards))
+def validity_drop() -> tuple[list[int], list[int]]:
+    """A bench run's case: validity 0.679 → 0.571 (−16 %) over 28 next actions, 7 lost and 4 gained, in 7 sessions."""
+    base = [1] * 19 + [0] * 9
+    cand = [0] * 7 + [1] * 12 + [1] * 4 + [0] * 5
+    return base, cand
+
+
+SEVEN = ([f"s{i // 3}" for i in range(24)], [f"s{i // 4}" for i in range(28)])  # 8 and 7 held-out sessions
+
+
+def test_a_point_drop_beyond_15_percent_whose_interval_reaches_zero_is_said_not_failed():
+    """Issue 39: loss −10 % (its interval excludes zero) with validity 0.679 → 0.571, CI across zero: a pass, and
+    the validity check says it is worse on the point estimate, not significantly, with its interval."""
+    base_valid, cand_valid = validity_drop()
+    cand = evidence(shifted(BASE, 0.9, 0.02), BASE_AGREE, valid=cand_valid, sessions=SEVEN)
+    v = judge(cand, evidence(BASE, BASE_AGREE, "base", valid=base_valid, sessions=SEVEN))
+    assert v.verdict == "pass", v.reasons
+    validity = next(c for c in v.checks if c.metric == "validity")
+    assert validity.ok and validity.status == "point_worse" and validity.low < 0 < validity.high
+    assert validity.text.startswith("tool-call validity 0.679 → 0.571 (−0.107, 95 % CI −"), validity.text
+    assert validity.text.endswith("over 7 sessions, 28 actions) vs the base model: worse by 16 % on the point "
+                                  "estimate (beyond the 15 % bound), not significantly: its interval reaches zero")
+    assert validity.text in v.summary()  # named in the promotion's note too, though it passed
+
+
+def test_a_significant_validity_fall_fails_even_when_the_loss_improved():
+    base_valid = [1] * 36 + [0] * 4  # 0.9 → 0.5, every one of the 10 sessions losing two of its four
+    cand_valid = [0 if i % 4 < 2 else v for i, v in enumerate(base_valid)]
+    sessions = ([f"s{i // 3}" for i in range(24)], [f"s{i // 4}" for i in range(40)])
+    cand = evidence(shifted(BASE, 0.85, 0.02), agreements(40, {3, 17, *range(20, 32)}), valid=cand_valid,
+                    sessions=sessions)
+    v = judge(cand, evidence(BASE, agreements(40, {3, 17}), "base", valid=base_valid, sessions=sessions))
+    assert v.verdict == "fail", v.reasons
+    [failed] = [c for c in v.checks if not c.ok]
+    assert failed.metric == "validity" and failed.status == "worse" and failed.high < 0 and failed.sessions == 10
+    assert failed.text.endswith("vs the base model: significantly worse") and v.reasons[0] == failed.text
+
+
+def test_without_an_interval_a_point_drop_beyond_15_percent_still_fails():
+    """Evidence from one session has no interval to weigh: the bound is what is left, fail-closed."""
+    base_valid, cand_valid = validity_drop()
+    one = (["only"] * 24, ["only"] * 28)
+    cand = evidence(shifted(BASE, 0.85, 0.02), BASE_AGREE, valid=cand_valid, sessions=one)
+    v = judge(cand, evidence(BASE, BASE_AGREE, "base", valid=base_valid, sessions=one))
     failed = {c.metric: c for c in v.checks if not c.ok}
-    assert v.verdict == "fail" and set(failed) == {"reward"}
-    assert "worse by more than 15%" in failed["reward"].text
+    assert v.verdict == "fail" and set(failed) == {"validity"} and failed["validity"].status == "regressed"
+    assert failed["validity"].text.endswith("worse by more than 15%, with no interval to weigh it")
+
+
+def null_pair(seed: int, sessions: int = 8, per: int = 6) -> tuple[Evidence, Evidence]:
+    """The same model twice: each session has its own agreement and validity rate, both evaluations draw from it,
+    and the candidate's loss is the base's with zero-mean noise per example."""
+    rng = random.Random(seed)
+    n = sessions * per
+    names = [f"s{i // per}" for i in range(n)]
+    base_loss = [rng.uniform(1.2, 2.8) for _ in range(n)]
+    cand_loss = [v * (1 + rng.gauss(0, 0.05)) for v in base_loss]
+    p_agree = [rng.uniform(0.1, 0.5) for _ in range(sessions)]
+    p_valid = [rng.uniform(0.4, 0.9) for _ in range(sessions)]
+
+    def draw(rates: list[float]) -> list[bool]:
+        return [rng.random() < rates[i // per] for i in range(n)]
+    base = evidence(base_loss, draw(p_agree), "base", valid=[int(x) for x in draw(p_valid)], sessions=(names, names))
+    cand = evidence(cand_loss, draw(p_agree), valid=[int(x) for x in draw(p_valid)], sessions=(names, names))
+    return cand, base
+
+
+def test_null_data_never_passes():
+    """R7: a noise checkpoint is never deployed. 60 null trials: none passes, though in some a metric's point
+    estimate falls beyond 15 % (said, not failed) — no significant primary gain, so inconclusive (or a chance
+    significant fall: fail)."""
+    th = Thresholds(resamples=500)
+    judged = [judge(*null_pair(seed), thresholds=th) for seed in range(60)]
+    assert not [v for v in judged if v.verdict == "pass"]
+    assert sum(v.verdict == "inconclusive" for v in judged) >= 50
+    said = [c for v in judged for c in v.checks if c.status == "point_worse"]
+    assert {c.metric for c in said} >= {"agreement", "validity"} and all(c.ok for c in said)
 
 
 def test_the_tolerance_lets_a_small_significant_fall_pass():
