@@ -34,12 +34,13 @@ from engine.serve.recorder import Recorder, RecordingMiddleware, Refused
 
 STATE = "server.json"
 PARKED_RETRY_S = 600  # Retry-After while parked: a training stage takes minutes
+TOOL_GRAMMAR = {"on": decoding.GRAMMAR}  # requests with tools decode under their tool-call grammar (--grammar)
 
 
 def decoding_defaults() -> None:
     """A request that names no repetition penalty gets the one the judge decodes with (app/core/judge/decoding.py),
-    over the same last generated tokens: the gate measures what clients see. Tool calls are not constrained by a
-    grammar here (llama-cpp-python builds one only when a request's tool_choice names a function), nor when judging."""
+    over the same last generated tokens: the gate measures what clients see. A request with `tools` decodes under
+    their tool-call grammar as the judge does (`with_tool_grammar`)."""
     from llama_cpp.server import types
 
     for request in (types.CreateChatCompletionRequest, types.CreateCompletionRequest):
@@ -59,11 +60,30 @@ def closes_tool_call(llama):
     return closed
 
 
+def with_tool_grammar(handler):
+    """A chat handler that decodes a request with `tools` under their tool-call grammar (decoding.tool_grammar:
+    free text, and a `<tool_call>` once opened closes only as a valid call of one of them), as the judge decodes a
+    context with tools. Left alone: no tools, a request that brings its own grammar, tool_choice "none" or naming
+    one function (llama-cpp-python's own grammar then), or the grammar switched off (--grammar off)."""
+    from app.core.toolcalls.grammar import tools_of
+    from engine.workers import tool_grammar
+
+    def handle(*, llama, tools=None, tool_choice=None, grammar=None, **kwargs):
+        if TOOL_GRAMMAR["on"] and grammar is None and tools and tool_choice in (None, "auto", "required"):
+            grammar = tool_grammar.for_tools(llama, tools_of(tools))
+        return handler(llama=llama, tools=tools, tool_choice=tool_choice, grammar=grammar, **kwargs)
+
+    return handle
+
+
 def stop_at_tool_end(llama) -> None:
     """The chat handler of the GGUF's embedded template also stops at the end of the first tool call (what a model
-    writes after its call is never run; the judge cuts it the same way)."""
+    writes after its call is never run; the judge cuts it the same way), and decodes tool calls under the request's
+    tool grammar."""
     from llama_cpp.llama import StoppingCriteriaList
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    from engine.workers import tool_grammar
 
     template = llama.metadata.get("tokenizer.chat_template")
     if not template:
@@ -77,9 +97,10 @@ def stop_at_tool_end(llama) -> None:
             result.stopping_criteria = StoppingCriteriaList([*(result.stopping_criteria or []), closed])
             return result
 
-    llama.chat_handler = Formatter(template, eos_token=model.token_get_text(eos) if eos >= 0 else "",
-                                   bos_token=model.token_get_text(bos) if bos >= 0 else "",
-                                   stop_token_ids=[eos]).to_chat_handler()
+    handler = Formatter(template, eos_token=model.token_get_text(eos) if eos >= 0 else "",
+                        bos_token=model.token_get_text(bos) if bos >= 0 else "", stop_token_ids=[eos]).to_chat_handler()
+    llama.chat_handler = with_tool_grammar(handler)
+    tool_grammar.install(llama)  # the request's grammar applies once a call is opened, as the judge decodes
 
 
 class Served(BaseModel):
@@ -352,6 +373,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--n-ctx", type=int, default=4096)
+    p.add_argument("--grammar", choices=("on", "off"), default="on" if decoding.GRAMMAR else "off",
+                   help="decode a request with tools under their tool-call grammar (as the judge does)")
     p.add_argument("--db", help="the Nightschool store: answers are recorded there while the experience buffer is on")
     p.add_argument("--model", required=True, help="the GGUF to serve")
     p.add_argument("--standby", help="a GGUF to keep loaded for an instant rollback")
@@ -365,6 +388,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     decoding_defaults()
+    TOOL_GRAMMAR["on"] = args.grammar == "on"
     try:
         return Server(args).run()
     except OSError as exc:

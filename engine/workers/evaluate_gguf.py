@@ -1,8 +1,9 @@
 """GGUF evaluation worker: `python -m engine.workers.evaluate_gguf --spec FILE` measures an exported GGUF through llama.cpp on
 the held-out set the HF evaluator uses: loss from llama.cpp's logits on the very token ids the training renderer makes
 (and how many examples llama.cpp tokenises the same), greedy next actions through the GGUF's embedded chat template
-judged like the HF ones, the behavioural reward and the samples. Writes report.json (runtime "gguf"), losses.jsonl and
-generations.jsonl like engine.workers.evaluate; protocol envelopes on stdout, one JSON line each."""
+(under the grammar of each context's tools, as served) judged like the HF ones, the behavioural reward and the
+samples. Writes report.json (runtime "gguf"), losses.jsonl and generations.jsonl like engine.workers.evaluate;
+protocol envelopes on stdout, one JSON line each."""
 from __future__ import annotations
 
 import os
@@ -14,6 +15,8 @@ from types import SimpleNamespace
 from app.core.base import protocol as P
 from app.core.judge import decoding
 from app.core.judge.gguf import GgufEvalConfig
+from app.core.judge.reward_context import RewardContext
+from engine.workers import tool_grammar
 from engine.workers.envelope import Emitter, worker_main
 from engine.workers.evaluate import Reuse, each, encoded, finish, held_out_cases
 from engine.workers.mine_pairs import STOP_TOKENS
@@ -71,6 +74,7 @@ class Served:
         kw = {"n_threads": threads, "n_threads_batch": self.n_threads or None}
         self.llm = smoke.load(self.path, n_ctx=n_ctx, logits_all=logits_all, n_batch=min(n_ctx, 512), **kw)
         self.reused = 0  # prompt tokens not evaluated again because the KV cache held them
+        self.generated = 0  # tokens sampled (the stop token included)
 
     def _keep_prefix(self, ids: list[int]) -> list[int]:
         """Keep the KV cache (and the logits rows) of the tokens this sequence shares with the one evaluated before;
@@ -100,14 +104,17 @@ class Served:
             total += float((logz - logits[np.arange(len(part)), [ids[i + 1] for i in part]]).sum())
         return total, len(rows)
 
-    def generate(self, prompt_ids: list[int], max_new_tokens: int,
-                 repeat_penalty: float = 1.0) -> tuple[str, bool]:
-        """Greedy, decoded as served (decoding.py): up to an end-of-turn token, the first complete tool call or
-        max_new_tokens. (text, finished)."""
+    def generate(self, prompt_ids: list[int], max_new_tokens: int, repeat_penalty: float = 1.0,
+                 tools: dict | None = None) -> tuple[str, bool]:
+        """Greedy, decoded as served (decoding.py): under the grammar of `tools` ({name: schema}; none: free), up to an
+        end-of-turn token, the first complete tool call or max_new_tokens. (text, finished)."""
         out, finished = bytearray(), False
         held = self.llm._input_ids[:self.llm.n_tokens].tolist()
         self.reused += _shared(held, prompt_ids[:-1])  # llama-cpp-python's generate keeps the shared prefix itself
-        for n, token in enumerate(self.llm.generate(prompt_ids, reset=True, **decoding.llama_kwargs(repeat_penalty))):
+        grammar = tool_grammar.for_tools(self.llm, tools) if tools else None
+        answer = tool_grammar.generate(self.llm, prompt_ids, grammar, reset=True, **decoding.llama_kwargs(repeat_penalty))
+        for n, token in enumerate(answer):
+            self.generated += 1
             if token in self.stop:
                 finished = True
                 break
@@ -168,7 +175,17 @@ def rendered_examples(renderer, examples: list[list[dict]]) -> list[dict]:
     return out
 
 
-def measure(served: Served, renderer, found, rendered: list[dict], settings, out: Emitter) -> dict:
+def context_tools(found, tool_schemas: dict, settings) -> list[dict | None]:
+    """The tools each next action decodes under (its system message's tools with the held-out set's schemas, as a
+    request would name them); None each where the settings have the grammar off."""
+    if not settings.grammar:
+        return [None] * len(found)
+    return [decoding.context_tools(RewardContext.from_messages(c.messages, c.teacher).tools, tool_schemas)
+            for c in found]
+
+
+def measure(served: Served, renderer, found, rendered: list[dict], settings, out: Emitter,
+            tool_schemas: dict | None = None) -> dict:
     """Loss, tokenisation and template checks, and the greedy next actions through the GGUF."""
     prompts = [served.prompt(c.messages) for c in found]
     matched = sum(p == renderer.text(c.messages, add_generation_prompt=True) for p, c in zip(prompts, found))
@@ -186,11 +203,14 @@ def measure(served: Served, renderer, found, rendered: list[dict], settings, out
     served.load(longest + 8, logits_all=False)
     started = time.monotonic()
     texts: list = [None] * len(prompt_ids)
+    tools = context_tools(found, tool_schemas or {}, settings)
     for n, i in enumerate(prefix_order(prompt_ids)):
-        texts[i] = served.generate(prompt_ids[i], settings.max_new_tokens, settings.repeat_penalty)
+        texts[i] = served.generate(prompt_ids[i], settings.max_new_tokens, settings.repeat_penalty, tools[i])
         out.progress("generate", n + 1, len(prompt_ids))
-    out.emit(P.Log(message=f"{len(prompt_ids)} next actions generated in {time.monotonic() - started:.1f} s, "
-                           f"{served.reused} prompt tokens reused from the cache"))
+    took = time.monotonic() - started
+    out.emit(P.Log(message=f"{len(prompt_ids)} next actions generated in {took:.1f} s ({served.generated} tokens, "
+                           f"{sum(t is not None for t in tools)} under a tool-call grammar), {served.reused} prompt "
+                           "tokens reused from the cache"))
     return {"per_example": per_example, "texts": texts, "tokenization_matched": tokenization_matched,
             "prompts_matched": matched}
 
@@ -216,7 +236,7 @@ def run(spec: dict, out: Emitter) -> int:
     rendered = rendered_examples(renderer, reuse.examples)
     served = Served(gguf, config.n_threads)
     try:
-        got = measure(served, renderer, reuse.found, rendered, settings, out)
+        got = measure(served, renderer, reuse.found, rendered, settings, out, cases[2])
     finally:
         served.close()
     return finish(spec, out, config, cases, *reuse.merged(got["per_example"], got["texts"]), started,

@@ -8,7 +8,10 @@ report.json for the gate's paired statistics:
   of its assistant tokens, "tokens": their number}; the rows sum to the report's loss (sum nll / sum tokens).
 - `generations.jsonl`, one row per held-out next action: {"key": the context's key, "session_id", "turn", "prompt",
   "teacher", "student", "finished": whether the answer ended (absent in files written before), "outcome", "why",
-  "reward", "attempted": tool-call blocks the answer wrote, "valid": those that parse and match their tool}; agreement = outcome "agree", validity = sum valid / sum attempted."""
+  "reward", "attempted": tool-call blocks the answer wrote, "valid": those that parse and match their tool,
+  "reward_context": what the reward judged it against (RewardContext.to_row(); absent in files written before: the
+  teacher's action is scored against it too, rewards.teacher_breakdowns)}; agreement = outcome "agree", validity =
+  sum valid / sum attempted."""
 from __future__ import annotations
 
 import hashlib
@@ -22,7 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from app.core.base.files import atomic_write
-from app.core.judge.decoding import REPEAT_PENALTY
+from app.core.judge.decoding import GRAMMAR, REPEAT_PENALTY
 
 REPORT = "report.json"
 LOSSES = "losses.jsonl"
@@ -53,7 +56,9 @@ class Sample(BaseModel):
 
 
 class EvalSettings(BaseModel):
-    """What decides an evaluation's numbers besides the model and the data (cached evals must share them)."""
+    """What decides an evaluation's numbers besides the model and the data (cached evals must share them). These
+    defaults are a bare evaluation's (`nightschool eval`); a judgement's (a cycle, promote, compare, the Judge tab)
+    are this machine's: judge/promote.settings_here."""
 
     max_contexts: int = Field(48, ge=1)
     max_new_tokens: int = Field(160, ge=8, le=4096)
@@ -68,6 +73,9 @@ class EvalSettings(BaseModel):
     evaluator: Literal["transformers", "llama.cpp"] = "transformers"
     # decoding (app/core/judge/decoding.py, as served): repetition penalty over the last generated tokens (1.0: off)
     repeat_penalty: float = Field(REPEAT_PENALTY, ge=1.0, le=2.0)
+    # tool calls under the grammar of the context's tools (decoding.tool_grammar), as served; llama.cpp only: the
+    # transformers evaluator has no grammar sampler and decodes without it
+    grammar: bool = GRAMMAR
 
 
 class EvalReport(BaseModel):
@@ -106,6 +114,8 @@ class EvalReport(BaseModel):
             data = {**data, "settings": {**data["settings"], "draw": "hash"}}
         if isinstance(data, dict) and isinstance(data.get("settings"), dict) and "repeat_penalty" not in data["settings"]:
             data = {**data, "settings": {**data["settings"], "repeat_penalty": 1.0}}  # decoded without a penalty then
+        if isinstance(data, dict) and isinstance(data.get("settings"), dict) and "grammar" not in data["settings"]:
+            data = {**data, "settings": {**data["settings"], "grammar": False}}  # decoded without a grammar then
         return data
 
     def write(self, folder: Path) -> Path:

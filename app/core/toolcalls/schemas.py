@@ -23,7 +23,8 @@ def json_type(value: Any) -> str:
 
 def infer(calls: Iterable[dict]) -> dict[str, dict]:
     """{tool name: JSON schema} from [{name, arguments}] calls: every argument the teacher ever used is allowed with
-    the types it had (integer widened to number), arguments in every call are required, nothing else is allowed."""
+    the types it had (integer widened to number), arguments in every call are required, nothing else is allowed. The
+    properties keep the order the teacher first wrote them in (a tool-call grammar asks for them in that order)."""
     seen: dict[str, list[dict]] = {}
     for call in calls:
         args = call.get("arguments")
@@ -37,7 +38,7 @@ def infer(calls: Iterable[dict]) -> dict[str, dict]:
                 props.setdefault(key, set()).add(json_type(value))
         required = sorted(set.intersection(*(set(a) for a in uses))) if uses else []
         out[name] = {"type": "object", "additionalProperties": False, "required": required,
-                     "properties": {k: {"type": _widen(sorted(t))} for k, t in sorted(props.items())}}
+                     "properties": {k: {"type": _widen(sorted(t))} for k, t in props.items()}}
     return out
 
 
