@@ -5,12 +5,16 @@ product: capture import, dataset build, a queued SFT job in the engine, the eval
 
     .venv/bin/python -m bench.bench_judge [--steps 8] [--max-contexts 32] [--fixtures DIR ...]
                                           [--gguf q4_k_m,f16 [--repeats 3] [--base-only]]
-                                          [--evaluators [both|llama.cpp|transformers]]
+                                          [--evaluators [both|llama.cpp|transformers]] [--grammar on|off|both]
 
 With --gguf the judged model (the candidate; with --base-only the base, no training) is exported in those
 quantizations and evaluated on the same held-out set through llama.cpp and through transformers, `--repeats` times
 each: median wall time per side and their ratio, the in-worker time, model load times, and how the two agree.
-With --evaluators the base model is judged by both evaluators (EvalSettings.evaluator) as a cycle would: times, load."""
+With --evaluators the base model is judged by both evaluators (EvalSettings.evaluator) as a cycle would: times, load.
+A judgement (and --evaluators) ends with the behavioural reward part by part: the teacher's own recorded actions
+beside the models' answers on the same next actions (README.md, "The reward scored on the teacher's own actions").
+With --grammar both the base is judged through llama.cpp without and with the tool-call grammar (EvalSettings.grammar)
+on the same next actions: invalid calls, agreement, validity and the generation's tokens/s, the load beside each."""
 from __future__ import annotations
 
 import argparse
@@ -40,6 +44,9 @@ def main() -> None:
                         help="no training: the base judged through llama.cpp (as a CPU cycle judges) and through "
                              "transformers (the reference) on the same next actions, with the load, the times, their "
                              "ratio and how the two agree (or through one of them)")
+    parser.add_argument("--grammar", choices=("on", "off", "both"), default="on",
+                        help="tool calls under the grammar of the context's tools (llama.cpp; the default), without, "
+                             "or both compared on the base model")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["NIGHTSCHOOL_HOME"] = str(Path(tmp) / "home")
@@ -73,7 +80,12 @@ def run(args) -> None:
     print(f"dataset from {', '.join(f.name for f in args.fixtures)}: {ds.train} train / {ds.test} held-out examples "
           f"({time.perf_counter() - t0:.0f} s to import and build)")
     settings = EvalSettings(max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens, samples=4,
-                            max_examples=args.max_examples)
+                            max_examples=args.max_examples, grammar=args.grammar != "off")
+    if args.grammar == "both":
+        from app.core.judge.records import Target
+
+        grammar_both(store, Target(ds.base_model), settings)
+        return
     if args.evaluators:
         from app.core.judge.records import Target
 
@@ -104,11 +116,28 @@ def run(args) -> None:
     print(f"evaluations (base + candidate, {cand.contexts} next actions, {cand.examples} examples, "
           f"{cand.tokens} assistant tokens): {time.perf_counter() - t2:.0f} s\n")
     print(metric_table([("base SmolLM2", base.metrics), ("after 1 cycle", cand.metrics)]))
+    reward_parts(store, {"base": judged.row.base_eval_id, "candidate": judged.row.eval_id})
     print("\noutcomes base:  " + ", ".join(f"{k} {v}" for k, v in sorted(base.outcomes.items())))
     print("outcomes cycle: " + ", ".join(f"{k} {v}" for k, v in sorted(cand.outcomes.items())))
     print(f"\ngate: {judged.verdict.summary()}")
     if args.gguf:
         gguf_timing(store, judged.target, settings, args)
+
+
+def reward_parts(store, evals: dict) -> None:
+    """The behavioural reward part by part on the same next actions: the teacher's own recorded actions beside each
+    evaluation's answers (evals: name -> EvalRow or its id); a part that ranks the teacher below the base is marked."""
+    from app.cli.school_print import print_reward_parts
+    from app.core.base.schema import EvalRow
+    from app.core.judge.evaluate import generations
+    from app.core.judge.rewards import answer_breakdowns, parts_table, teacher_breakdowns
+
+    with store.session() as s:
+        gens = {name: generations(row if isinstance(row, EvalRow) else s.get(EvalRow, row))
+                for name, row in evals.items()}
+    print()
+    print_reward_parts(parts_table(teacher_breakdowns(next(iter(gens.values()))),
+                                   **{name: answer_breakdowns(g) for name, g in gens.items()}))
 
 
 def evaluators(store, target, settings, which: str = "both") -> None:
@@ -130,6 +159,7 @@ def evaluators(store, target, settings, which: str = "both") -> None:
               f"worker); load {load:.1f} before, {os.getloadavg()[0]:.1f} after, {os.cpu_count()} cores; "
               f"loss {report.metrics['loss']:.4f}, agreement {report.metrics['agreement']:.3f}, validity "
               f"{report.metrics.get('validity')}")
+    reward_parts(store, {name: row for name, (row, _, _) in got.items()})
     if len(got) < 2:
         return
     (r1, c, w1), (r2, h, w2) = got["llama.cpp"], got["transformers"]
@@ -137,6 +167,38 @@ def evaluators(store, target, settings, which: str = "both") -> None:
     same = sum(a[k]["outcome"] == b[k]["outcome"] for k in a if k in b)
     print(f"transformers / llama.cpp wall ratio {w2 / w1:.2f}; same next-action outcome {same} of {len(a)}; loss "
           f"{(c.metrics['loss'] - h.metrics['loss']) / h.metrics['loss']:+.3%} (llama.cpp vs transformers)")
+
+
+def grammar_both(store, target, settings) -> None:
+    """The base judged through llama.cpp without, then with, the tool-call grammar on the same next actions: invalid
+    calls (outcome invalid_call; blocks attempted but not valid), agreement, validity, and tokens/s of the generation
+    (from the worker's log: tokens sampled over the generation's seconds)."""
+    import re
+
+    from app.core.judge.evaluate import choose_set, evaluate
+
+    evset = choose_set(store, target)
+    for grammar in (False, True):
+        logs: list[str] = []
+
+        def sink(env) -> None:
+            if env.type == "log":
+                logs.append(env.body.message)
+
+        load = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        _, report = evaluate(store, target, evset, settings.model_copy(update={"evaluator": "llama.cpp",
+                                                                             "grammar": grammar}), sink, force=True)
+        wall = time.perf_counter() - t0
+        speed = next((m for m in map(re.compile(r"generated in ([\d.]+) s \((\d+) tokens").search, logs) if m), None)
+        rate = f"{int(speed.group(2))} tokens in {float(speed.group(1)):.1f} s = " \
+               f"{int(speed.group(2)) / float(speed.group(1)):.1f} tokens/s" if speed else "tokens/s not logged"
+        print(f"grammar {'on ' if grammar else 'off'}: {report.contexts} next actions on {evset.name}: invalid_call "
+              f"{report.outcomes.get('invalid_call', 0)}, blocks valid {report.calls_valid}/{report.calls_attempted}, "
+              f"agreement {report.metrics['agreement']:.3f}, validity {report.metrics.get('validity')}, "
+              f"tool agreement {report.metrics.get('tool_agreement')}; generation {rate}; {wall:.0f} s wall; load "
+              f"{load:.1f} before, {os.getloadavg()[0]:.1f} after\n  outcomes: "
+              + ", ".join(f"{k} {v}" for k, v in sorted(report.outcomes.items())))
 
 
 def _load_s(target, gguf) -> tuple[float, float]:

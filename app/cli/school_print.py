@@ -111,6 +111,10 @@ def _print_current(cycle: dict) -> None:
               + "".join(f"\n    - {r}" for r in judged.get("reasons") or []))
     elif cycle.get("reason"):
         print(f"  {cycle['reason']}")
+    planned = (cycle.get("outputs") or {}).get("training_plan")
+    if planned and cycle.get("stage") == "training":
+        print(f"  training until {planned['ends_at'][11:16] if planned.get('ends_at') else '?'} at the latest "
+              f"({planned['minutes']:.0f} min): {planned['why']}")
 
 
 def _print_next(st: dict, cycle: dict | None) -> None:
@@ -119,6 +123,8 @@ def _print_next(st: dict, cycle: dict | None) -> None:
     print(f"Next cycle: {progress_line(nxt)}")
     if nxt.get("meaning"):
         print(f"  new = {nxt['meaning']}")
+    if planned := nxt.get("training"):
+        print(f"  it would train for up to {planned['minutes']:.0f} min: {planned['why']}")
     if cycle:
         print("  (after the running cycle ends)")
     elif nxt.get("waiting"):
@@ -195,6 +201,24 @@ def _print_training(c: dict, card: dict) -> None:
             + (f" (resumed {resumes[stage]}×)" if resumes.get(stage) else "") for stage, s in times.items()))
 
 
+def print_reward_parts(parts: dict | None) -> None:
+    """The behavioural reward part by part, teacher / base / candidate on the same next actions (the report card's
+    `reward_parts`, or any rewards.parts_table): a part that fell is marked, and so is one that ranks the teacher
+    below the base."""
+    if not parts or not parts.get("parts"):
+        return
+    weights = parts.get("weights") or {}
+    below = set((parts.get("teacher_below") or {}).get("base") or [])
+    columns = list(next(iter(parts["parts"].values())))
+    print(f"{'Reward parts (n=' + str(parts.get('n')) + ')':24} {'weight':>9} "
+          + " ".join(f"{c:>9}" for c in columns))
+    for name, m in parts["parts"].items():
+        marks = ("  fell" if name in (parts.get("fell") or []) else "") + ("  teacher below base" if name in below
+                                                                           else "")
+        weight = 1.0 if name == "total" else weights.get(name)
+        print(f"  {name:22} {number(weight):>9} " + " ".join(f"{number(m.get(c)):>9}" for c in columns) + marks)
+
+
 def _print_judging(card: dict) -> None:
     """How the candidate was judged: the evaluations, the held-out metrics, the verdict, the shipped file's check."""
     if card.get("judged_by"):
@@ -207,6 +231,7 @@ def _print_judging(card: dict) -> None:
         for name, m in metrics.items():
             print(f"  {name:22} {number(m.get('base')):>9} {number(m.get('previous')):>9} "
                   f"{number(m.get('candidate')):>9} {delta(m.get('vs_base')):>9} {delta(m.get('vs_previous')):>9}")
+    print_reward_parts(card.get("reward_parts"))
     if card.get("verdict"):
         print(f"Verdict: {card['verdict']}")
         for reason in card.get("reasons") or []:

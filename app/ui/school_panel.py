@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from app.core.judge.report import METRICS
 from app.core.runtime.school.cycles import STAGES
+from app.core.train.backends import BACKENDS
 from app.ui.kit import DIM_STYLE, local_time
 from app.ui.school import SchoolController
 from app.ui.school_words import (
@@ -43,6 +44,7 @@ from app.ui.school_words import (
     last_card,
     next_state,
     progress_words,
+    reward_part_lines,
     stage_marks,
     student_lines,
     team_line,
@@ -149,7 +151,7 @@ class SchoolPanel(QWidget):
         self.window_edit.setToolTip("Local time a cycle may start in (HH:MM-HH:MM, may wrap midnight) or 'any'")
         self.window_edit.editingFinished.connect(self.apply_window)
         self.train_on_box = QComboBox()
-        self.train_on_box.addItems(["default", "local", "ray", "skypilot"])
+        self.train_on_box.addItems(["default", *BACKENDS])
         self.train_on_box.setToolTip("Where a cycle's training runs: here (local), a Ray cluster, a SkyPilot managed "
                                      "job, or default: the queue's setting (nightschool queue remote backend)")
         self.train_on_box.activated.connect(lambda _i: self.controller.set_policy("train_on",
@@ -358,7 +360,7 @@ class SchoolPanel(QWidget):
             self.card.title.setText(f"Cycle {cycle['id']}")
             return
         ended = {"done": "finished", "refused": "refused", "failed": "failed"}.get(cycle["state"], cycle["state"])
-        shown = {**card, "reasons": verdict_lines(card) + gguf_lines(card)}
+        shown = {**card, "reasons": verdict_lines(card) + reward_part_lines(card) + gguf_lines(card)}
         self.card.set_card(f"Cycle {cycle['id']} — {ended}", shown, ROWS, ended=cycle["state"],
                            reason=card_reason(card, cycle.get("reason") or ""))
 

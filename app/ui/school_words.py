@@ -88,6 +88,21 @@ def card_reason(card: dict, reason: str) -> str:
     return reason
 
 
+def reward_part_lines(card: dict) -> list[str]:
+    """The behavioural reward part by part on a report card, "part: teacher / base / candidate" on the same next
+    actions, the parts that fell (candidate below base) marked ↓ and those ranking the teacher below the base ⚠."""
+    parts = card.get("reward_parts") or {}
+    if not parts.get("parts"):
+        return []
+    fell, below = set(parts.get("fell") or []), set((parts.get("teacher_below") or {}).get("base") or [])
+    lines = [f"Reward parts, teacher / base / candidate ({parts.get('n')} next actions):"]
+    for name, m in parts["parts"].items():
+        mark = (" ↓ fell" if name in fell else "") + (" ⚠ teacher below base" if name in below else "")
+        lines.append(f"  {name.replace('_', ' ')}: {fmt(m.get('teacher'))} / {fmt(m.get('base'))} / "
+                     f"{fmt(m.get('candidate'))}{mark}")
+    return lines
+
+
 def gguf_lines(card: dict) -> list[str]:
     """The shipped file beside the checkpoint on a report card: loss and agreement through llama.cpp vs transformers,
     how often the two agree on the next action, and a warning when the quantization loses more than allowed."""
@@ -131,6 +146,9 @@ def next_state(status: dict | None) -> tuple[int, int, list[str]]:
                   if not any(said in reason for said in ("paused", "new usable sessions", "training window"))]
     else:
         lines.append("Ready: a cycle starts at the runtime's next look.")
+    planned = ((cycle or {}).get("outputs") or {}).get("training_plan") if cycle else nxt.get("training")
+    if planned:  # how long training runs, and why: the window's end less judging's time, or the policy's cap
+        lines.append(f"Trains up to {planned['minutes']:.0f} min: {planned['why']}.")
     return new, needed, lines
 
 

@@ -119,7 +119,7 @@ def judged_rows(found, texts: list[tuple[str, bool]], schemas: dict, settings) -
                "prompt": evalset.prompt_tail(ctx.messages), "teacher": as_text(ctx.teacher)["content"],
                "student": text, "outcome": j.outcome}
         rows.append({**row, "finished": finished, "why": j.why, "reward": rewards[-1], "attempted": j.attempted,
-                     "valid": j.valid})
+                     "valid": j.valid, "reward_context": reward_ctx.to_row()})  # the teacher's action is scored too
         if ctx.key in keep:
             samples.append(Sample(**row))
     return judged, rewards, rows, samples

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from app.core.datasets.contexts import Context, teacher_contexts
 from app.core.judge.report import EvalSettings
+from app.core.judge.rewards import REWARD_VERSION
 from app.core.toolcalls import schemas
 from app.core.toolcalls.convention import as_text, message_calls
 
@@ -43,7 +44,10 @@ class EvalConfig(BaseModel):
         return self.settings.max_new_tokens
 
     def settings_sha256(self) -> str:
-        return hashlib.sha256(self.settings.model_dump_json().encode()).hexdigest()
+        """The settings' hash, with the reward's version past the first (rewards.REWARD_VERSION): an evaluation
+        scored by another reward is not reused."""
+        reward = f"|reward {REWARD_VERSION}" if REWARD_VERSION > 1 else ""
+        return hashlib.sha256((self.settings.model_dump_json() + reward).encode()).hexdigest()
 
 
 @dataclass

@@ -10,7 +10,8 @@ from app.core.toolcalls.agreement import call_keys
 from app.core.toolcalls.convention import blocks, parse_student, strip_calls
 from app.core.toolcalls.schemas import well_formed
 
-REASONING_SATURATION = 4.0  # reasoning steps for full marks (a marked sentence is a step, a plain one half a step)
+REASONING_SATURATION = 4.0  # reasoning steps for full depth (a marked sentence is a step, a plain one half a step);
+# reasoning_fit: a difference from the teacher's steps is measured against at least this many
 MIN_STEP_WORDS = 3  # shorter sentences ("First.", "Then:") are no step
 NEUTRAL_SELF_CORRECTION = 1.0  # no error to recover from: nothing to correct, full marks, whatever the text says
 DUPLICATE_PENALTY = 0.25  # per identical repeat of a tool call within the completion
@@ -150,8 +151,18 @@ def reasoning_steps(completion: str) -> float:
 
 
 def reasoning_depth(completion: str, ctx: RewardContext) -> float:
-    """0.0: no reasoning (or only tool calls); 1.0: REASONING_SATURATION steps or more; linear between."""
+    """0.0: no reasoning (or only tool calls); 1.0: REASONING_SATURATION steps or more; linear between. Not in the
+    reward: it ranks a ramble above the teacher's own actions (bench/README.md, the reward on the teacher's actions)."""
     return min(1.0, reasoning_steps(completion) / REASONING_SATURATION)
+
+
+def reasoning_fit(completion: str, ctx: RewardContext) -> float:
+    """1 − |a − b| / max(a, b, REASONING_SATURATION), a and b the reasoning steps of the completion and of the
+    teacher's action at this step (its thinking and prose, `ctx.teacher_text`): as much reasoning as the teacher gave
+    there — a line where it wrote a line, a plan where it planned; a ramble before a plain action, or silence before
+    a considered one, scores low."""
+    a, b = reasoning_steps(completion), reasoning_steps(ctx.teacher_text)
+    return 1.0 - abs(a - b) / max(a, b, REASONING_SATURATION)
 
 
 # --- self-correction ----------------------------------------------------------------------------------------------

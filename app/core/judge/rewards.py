@@ -7,31 +7,34 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from app.core.judge.reward_context import RewardContext, exploration_level
 from app.core.judge.reward_parts import (
     constraint_adherence,
     exploration_fit,
     reasoning_depth,
+    reasoning_fit,
     self_correction,
     tool_efficiency,
 )
 from app.core.toolcalls.actions import is_exploratory
 from app.core.toolcalls.convention import as_text
 
-__all__ = ["DEFAULT_WEIGHTS", "Breakdown", "RewardContext", "completion_text", "constraint_adherence",
-           "exploration_fit", "exploration_level", "is_exploratory", "normalise_weights", "reasoning_depth",
-           "reward_constraint", "reward_efficiency", "reward_exploration", "reward_reasoning",
-           "reward_self_correction", "score", "self_correction", "tool_efficiency", "trl_reward_funcs",
-           "trl_reward_weights"]
+__all__ = ["DEFAULT_WEIGHTS", "REWARD_VERSION", "Breakdown", "RewardContext", "answer_breakdowns", "completion_text",
+           "constraint_adherence", "exploration_fit", "exploration_level", "is_exploratory", "normalise_weights",
+           "parts_table", "reasoning_depth", "reasoning_fit", "reward_constraint", "reward_efficiency",
+           "reward_exploration", "reward_reasoning", "reward_self_correction", "score", "self_correction",
+           "teacher_breakdowns", "tool_efficiency", "trl_reward_funcs", "trl_reward_weights"]
 
 DEFAULT_WEIGHTS = {"constraint": 0.25, "reasoning": 0.20, "efficiency": 0.20, "self_correction": 0.15,
                    "exploration": 0.20}
 COMPONENTS: dict[str, Callable[[str, RewardContext], float]] = {
-    "constraint": constraint_adherence, "reasoning": reasoning_depth, "efficiency": tool_efficiency,
+    "constraint": constraint_adherence, "reasoning": reasoning_fit, "efficiency": tool_efficiency,
     "self_correction": self_correction, "exploration": exploration_fit}
 CONTEXT_COLUMN = "reward_context"
+# bumped when a part or a weight changes: an evaluation scored by another reward is not reused (settings_sha256)
+REWARD_VERSION = 2  # 2: "reasoning" is reasoning_fit (the teacher's amount), no longer reasoning_depth (more is better)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,41 @@ def score(completion: str, ctx: RewardContext, weights: Mapping[str, float] | No
     w = normalise_weights(weights)
     parts = {name: fn(completion, ctx) for name, fn in COMPONENTS.items()}
     return Breakdown(**parts, total=sum(w[k] * v for k, v in parts.items()))
+
+
+# --- the reward on the teacher's own actions ---------------------------------------------------------------------
+
+def _breakdowns(rows: Iterable[dict], field: str, weights: Mapping[str, float] | None) -> dict[str, Breakdown]:
+    return {r["key"]: score(r.get(field) or "", RewardContext.from_row(r[CONTEXT_COLUMN]), weights)
+            for r in rows if r.get(CONTEXT_COLUMN) is not None and "key" in r}
+
+
+def teacher_breakdowns(rows: Iterable[dict], weights: Mapping[str, float] | None = None) -> dict[str, Breakdown]:
+    """The teacher's recorded action of each held-out next action scored with the same reward and parts: key ->
+    Breakdown, from an evaluation's generations rows (key, teacher, reward_context); rows written before the reward
+    context was stored are left out."""
+    return _breakdowns(rows, "teacher", weights)
+
+
+def answer_breakdowns(rows: Iterable[dict], weights: Mapping[str, float] | None = None) -> dict[str, Breakdown]:
+    """The model's answer of each next action (generations rows' `student`) scored the same way: key -> Breakdown."""
+    return _breakdowns(rows, "student", weights)
+
+
+def parts_table(teacher: Mapping[str, Breakdown], **models: Mapping[str, Breakdown]) -> dict | None:
+    """The mean of each part and of the total for the teacher and each model (e.g. base=…, candidate=…) on the next
+    actions all of them have: {"n", "weights", "parts": {part: {"teacher": mean, <model>: mean…}}, "teacher_below":
+    {model: [the parts that rank the teacher below that model: such a part rewards something else than doing what
+    the teacher did]}}; None when they share no next action."""
+    keys = set(teacher).intersection(*models.values()) if models else set(teacher)
+    if not keys:
+        return None
+    columns = {"teacher": teacher, **models}
+    rows = {part: {name: round(sum(getattr(b[k], part) for k in keys) / len(keys), 4) for name, b in columns.items()}
+            for part in (*DEFAULT_WEIGHTS, "total")}
+    return {"n": len(keys), "weights": {k: round(v, 4) for k, v in normalise_weights().items()}, "parts": rows,
+            "teacher_below": {name: [p for p, means in rows.items() if means["teacher"] < means[name]]
+                              for name in models}}
 
 
 # --- TRL ------------------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from app.core.judge.reward_parts import (
     constraint_adherence,
     exploration_fit,
     reasoning_depth,
+    reasoning_fit,
     reasoning_steps,
     self_correction,
     split_thinking,
@@ -147,6 +148,23 @@ def test_deep_reasoning_beats_shallow_beats_none():
     assert reasoning_depth("", ctx()) == 0.0
 
 
+def test_reasoning_fits_the_teachers_amount_at_this_step():
+    plain = ctx(READ_A, teacher_text="Reading the config.")  # the teacher wrote one line (half a step)
+    planned = ctx(READ_A, teacher_text=split_thinking(DEEP)[0])  # the teacher planned: 4 steps
+    assert reasoning_steps(planned.teacher_text) == 4.0
+    one_line = "I will read the parser." + tc("Read", file_path="parser.py")
+    assert reasoning_fit(one_line, plain) == 1.0
+    assert reasoning_fit(tc("Read", file_path="parser.py"), plain) == pytest.approx(0.875)  # a line less costs little
+    assert reasoning_fit(DEEP, plain) == pytest.approx(0.125)  # a ramble before a plain action
+    assert reasoning_fit(DEEP, planned) == 1.0
+    assert reasoning_fit(tc("Read", file_path="parser.py"), planned) == 0.0  # silence before a considered action
+    assert reasoning_fit(one_line, planned) == pytest.approx(0.125)
+    assert reasoning_fit("\n".join([split_thinking(DEEP)[0]] * 3), planned) == 1.0  # repeats add no step
+    # the old part ranked the ramble above the teacher's own line; the part in the reward does not
+    assert reasoning_depth(DEEP, plain) > reasoning_depth(one_line, plain)
+    assert score(one_line, plain).reasoning > score(DEEP, plain).reasoning
+
+
 def test_repeating_a_sentence_adds_nothing():
     one = "First I must read the parser before editing it."
     assert reasoning_steps(one) == 1.0
@@ -230,7 +248,7 @@ def test_exploration_levels():
 # --- the weighted total -------------------------------------------------------------------------------------------
 
 def test_weights_are_normalised_and_change_the_total_the_right_way():
-    c = ctx(READ_A)
+    c = ctx(READ_A, teacher_text=split_thinking(DEEP)[0])  # a teacher that planned before its read
     shallow_exact = tc("Read", file_path="a.py")  # efficient, no reasoning
     deep_wrong = DEEP.replace("parser.py", "b.py").replace(tc("Read", file_path="b.py"), tc("Grep", pattern="x"))
     assert score(shallow_exact, c).efficiency > score(deep_wrong, c).efficiency

@@ -1,6 +1,7 @@
 """A cycle's report card: what it learned from (how much of it the student's own work, re-done), how long each stage
-took, the held-out metrics of base / previous / candidate with deltas, the gate's verdict in words with each check's
-interval and counts, what was deployed, and examples it gained or lost."""
+took, the held-out metrics of base / previous / candidate with deltas, the behavioural reward's parts (teacher / base /
+candidate), the gate's verdict in words with each check's interval and counts, what was deployed, and examples it
+gained or lost."""
 from __future__ import annotations
 
 from app.core.base.schema import EvalRow
@@ -20,10 +21,8 @@ def _generations(store: Store, eval_id: int | None) -> dict[str, dict]:
     return {g["key"]: g for g in generations(row)} if row else {}
 
 
-def _examples(store: Store, evals: dict) -> tuple[list[dict], list[dict]]:
+def _examples(cand: dict[str, dict], prev: dict[str, dict]) -> tuple[list[dict], list[dict]]:
     """Next actions the candidate now agrees on and the previous model did not (gained), and the reverse (lost)."""
-    cand = _generations(store, evals.get("candidate"))
-    prev = _generations(store, evals.get("deployed") or evals.get("base"))
     gained, lost = [], []
     for key, c in cand.items():
         p = prev.get(key)
@@ -33,6 +32,19 @@ def _examples(store: Store, evals: dict) -> tuple[list[dict], list[dict]]:
                 "after": c["student"][:600], "outcome_before": p["outcome"], "outcome_after": c["outcome"]}
         (gained if c["outcome"] == "agree" else lost).append(item)
     return gained[:EXAMPLES], lost[:EXAMPLES]
+
+
+def reward_parts(base: list[dict], candidate: list[dict]) -> dict | None:
+    """Each part of the behavioural reward (and its total) for the teacher's recorded actions, the base's and the
+    candidate's answers on the same next actions (rewards.parts_table), with `fell`: the parts the candidate scores
+    below the base. None for evaluations written before the reward context was stored with each next action."""
+    from app.core.judge.rewards import answer_breakdowns, parts_table, teacher_breakdowns
+
+    table = parts_table(teacher_breakdowns(candidate), base=answer_breakdowns(base),
+                        candidate=answer_breakdowns(candidate))
+    if table is None:
+        return None
+    return {**table, "fell": [p for p, m in table["parts"].items() if m["candidate"] < m["base"]]}
 
 
 def _deltas(metrics: dict) -> dict:
@@ -109,7 +121,11 @@ def report_card(store: Store, cycle: Cycle) -> dict:
     judged = cycle.outputs.get("judging") or {}
     deployed = cycle.outputs.get("deploying") or {}
     deltas = _deltas(judged.get("metrics") or {}) if judged else {}
-    gained, lost = _examples(store, judged.get("evals") or {}) if judged else ([], [])
+    evals = judged.get("evals") or {}
+    cand, base = _generations(store, evals.get("candidate")), _generations(store, evals.get("base"))
+    prev = _generations(store, evals["deployed"]) if evals.get("deployed") else base
+    gained, lost = _examples(cand, prev)
+    parts = reward_parts(list(base.values()), list(cand.values())) if cand and base else None
     own = own_work(built)
     return {
         "dataset": built.get("dataset"), "fingerprint": built.get("fingerprint"), "examples": built.get("examples"),
@@ -119,7 +135,8 @@ def report_card(store: Store, cycle: Cycle) -> dict:
         "checkpoint": judged.get("checkpoint") or trained.get("checkpoint"),
         "times": {stage: t.get("seconds") for stage, t in cycle.times.items()},
         "judged_by": judged.get("evaluator"), "evaluations": judged.get("evaluated"),  # seconds each; reused or not
-        "metrics": deltas, "verdict": judged.get("verdict"), "reasons": judged.get("reasons", []),
+        "metrics": deltas, "reward_parts": parts,  # part: teacher / base / candidate on the same next actions
+        "verdict": judged.get("verdict"), "reasons": judged.get("reasons", []),
         "checks": [_check(c) for c in judged.get("checks") or []], "notes": judged.get("notes", []),
         "deployed": deployed.get("deployed"), "deployed_sha256": deployed.get("sha256"),
         "export": (cycle.outputs.get("exporting") or {}).get("export"),
