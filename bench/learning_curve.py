@@ -104,8 +104,9 @@ def _build(store, fixtures_built: dict, options: dict, max_length: int):
     key = json.dumps(options, sort_keys=True)
     if key not in fixtures_built:
         name = "curve-" + ("-".join(f"{k}-{v}" for k, v in sorted(options.items())) or "default")
-        done = start_build(store, BuildConfig(name=name, max_length=max_length, val_share=0.0, test_share=0.3,
-                                              filters=Filters(near_duplicate=0.0), **options)).finish()
+        done = start_build(store, BuildConfig(name=name, mode="full", max_length=max_length, val_share=0.0,
+                                              test_share=0.3, filters=Filters(near_duplicate=0.0),
+                                              **options)).finish()
         if not done.ok:
             raise SystemExit(f"the dataset build ({name}) failed: {done.message}")
         ds = Registry(store).get(done.name)

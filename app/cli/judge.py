@@ -31,9 +31,18 @@ def metric_table(rows: list[tuple[str, dict]]) -> str:
 
 
 def _settings(args):
+    """`eval`: the reference evaluator with the options' counts."""
     from app.core.judge.report import EvalSettings
 
     return EvalSettings(max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens)
+
+
+def judging_settings(store, args):
+    """`promote`, `compare`: the settings a cycle judges with on this machine (the school policy's judge_with,
+    judge_examples, judge_contexts), the options a person gave over them: one cache with the cycle's evaluations."""
+    from app.core.runtime.school.policy import judge_settings, load
+
+    return judge_settings(load(store), max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens)
 
 
 def cmd_eval(args) -> int:
@@ -107,7 +116,7 @@ def cmd_compare(args) -> int:
 
         view, store = WorkerProgress(), open_store()
         found = compare(store, [resolve(store, ref) for ref in args.checkpoints], args.dataset, args.data,
-                        _settings(args), view)
+                        judging_settings(store, args), view)
         view.close()
         shown = sorted(found, key=lambda c: -1 if c.target.is_base else c.target.id)  # base first, then by id
         print(f"held-out set: {found[0].report.eval_set} ({found[0].report.contexts} next actions)")
@@ -136,7 +145,7 @@ def cmd_promote(args) -> int:
 
         view, store = WorkerProgress(), open_store()  # progress on stderr: stdout stays the JSON document
         judgement, promotion = promote(store, resolve(store, args.checkpoint), args.dataset, args.data,
-                                       _settings(args), view)
+                                       judging_settings(store, args), view)
         view.close()
         if args.json:
             print_json(verdict_json(judgement, promotion))
@@ -251,9 +260,15 @@ def cmd_checkpoints(args) -> int:
     return 0
 
 
-def _eval_args(p: argparse.ArgumentParser) -> None:
+def _eval_args(p: argparse.ArgumentParser, judging: bool = False) -> None:
+    """The held-out set and counts; `judging` (promote, compare): unnamed counts are a cycle's (judging_settings)."""
     p.add_argument("--dataset", help="a built dataset whose test split is the held-out set")
     p.add_argument("--data", help="a chat JSONL file to use as the held-out set")
+    if judging:
+        p.add_argument("--max-contexts", type=int, help="held-out next actions to generate (default: as a cycle "
+                       "judges, the school policy's judge_contexts: 96 on a CPU, 200 with a GPU)")
+        p.add_argument("--max-new-tokens", type=int)
+        return
     p.add_argument("--max-contexts", type=int, default=48, help="held-out next actions to generate (default 48)")
     p.add_argument("--max-new-tokens", type=int, default=160)
 
@@ -269,12 +284,12 @@ def register(sub) -> None:
     ev.set_defaults(func=cmd_eval)
     cmp = sub.add_parser("compare", help="evaluate two or more checkpoints on one held-out set, side by side")
     cmp.add_argument("checkpoints", nargs="+")
-    _eval_args(cmp)
+    _eval_args(cmp, judging=True)
     cmp.set_defaults(func=cmd_compare)
     pr = sub.add_parser("promote", help="deploy a checkpoint if it passes the gate against the base and deployed")
     pr.add_argument("checkpoint")
     pr.add_argument("--json", action="store_true", help="print the verdict, its checks' intervals and counts as JSON")
-    _eval_args(pr)
+    _eval_args(pr, judging=True)
     pr.set_defaults(func=cmd_promote)
     rb = sub.add_parser("rollback", help="serve (and deploy) again what the last deployment or promotion replaced")
     rb.add_argument("--model", help="the base model (default: the one promoted last)")

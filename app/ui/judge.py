@@ -12,6 +12,7 @@ from app.core.base import protocol
 from app.core.judge import deployment, promote, records
 from app.core.judge.evaluate import generations
 from app.core.judge.report import METRICS, EvalSettings, places
+from app.core.runtime.school import policy
 from app.core.train.events import read_events
 from app.core.train.jobs import JobManager
 from app.ui.background import BackgroundController
@@ -145,9 +146,13 @@ class JudgeController(BackgroundController):
             return False
         return self._run(lambda: self._compare(list(refs)), self._on_compared, "Not compared", "judge-compare")
 
+    def _judging(self) -> EvalSettings:
+        """As a cycle judges on this machine (the school policy's judge_* keys), unless the tab was given settings."""
+        return self.settings or policy.judge_settings(policy.load(self.store))
+
     def _compare(self, refs: list[str]) -> Comparison:
         found = promote.compare(self.store, [records.resolve(self.store, r) for r in refs], self.dataset, self.file,
-                           self.settings, self._sink, self._cancel)
+                                self._judging(), self._sink, self._cancel)
         jobs = JobManager(self.store)
         ranking = [column_of(c, jobs) for c in found]
         by_id = {c.checkpoint_id: c for c in ranking}
@@ -167,7 +172,7 @@ class JudgeController(BackgroundController):
         """Through the gate: the verdict is recorded either way; only a pass moves the deployed pointer."""
         def work() -> tuple[Judged, dict]:
             judgement, row = promote.promote(self.store, records.resolve(self.store, ref), self.dataset, self.file,
-                                        self.settings, self._sink, self._cancel)
+                                             self._judging(), self._sink, self._cancel)
             v = judgement.verdict
             done = Judged(judgement.target.label, v.verdict, v.summary(), v.reasons, row is not None,
                           [c.model_dump() for c in v.checks], list(v.notes))

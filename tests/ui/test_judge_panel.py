@@ -6,7 +6,8 @@ reasons shown), and Roll back returns to the base.
 
 Evaluations recorded directly: the engine runs are covered in tests/core/judge. The checkpoints are registered rows over
 real folders (no training), each model's EvalRow + report folder is what `evaluate` would have recorded for the
-held-out file, so `compare` and `promote` find them in the cache."""
+held-out file with the settings the tab judges with (a cycle's: runtime/school/policy.judge_settings), so `compare` and
+`promote` find them in the cache."""
 from __future__ import annotations
 
 import json
@@ -20,7 +21,9 @@ from app.core.base.fingerprint import sha256_file
 from app.core.base.schema import CheckpointRow, EvalRow, Job, Run
 from app.core.judge import deployment as registry
 from app.core.judge.evalset import EvalConfig
-from app.core.judge.report import EvalReport, EvalSettings, Sample
+from app.core.judge.report import EvalReport, Sample
+from app.core.runtime.school import policy
+from app.core.runtime.school.policy import judge_settings
 from tests.conftest import write_jsonl
 from tests.tiny_model import chat_records
 
@@ -75,7 +78,7 @@ def record_eval(store, folder: Path, label: str, model: str, checkpoint_id: int 
                 values: dict) -> None:
     """An evaluation as `evaluate` records it: report.json, losses.jsonl and generations.jsonl (per-example rows that
     add up to the report's metrics), and the EvalRow the cache matches."""
-    sha, settings = sha256_file(evfile), EvalSettings()
+    sha, settings = sha256_file(evfile), judge_settings(policy.load(store))  # as the tab judges (a cycle's)
     config = EvalConfig(eval_file=str(evfile), eval_set=evfile.name, eval_set_sha256=sha, settings=settings)
     samples = [Sample(key=k, prompt=p, teacher=TEACHER, student=f"{label} answers {k}",
                       outcome="agree" if values is GOOD else "no_call") for k, p in PROMPTS.items()]
@@ -120,6 +123,7 @@ def test_compare_promote_refuse_and_roll_back(qtbot, store, manager, tiny_model,
     for label, ck, values in (("base", None, BASE), (f"#{step10}", step10, WORSE), (f"#{final}", final, GOOD)):
         record_eval(store, tmp_path / "evals" / label.strip("#"), label, model, ck, evfile, values)
     panel = judge_panel(qtbot, store)
+    assert panel.controller._judging() == judge_settings(policy.load(store))  # judged as a cycle judges: one cache
     good, worse = f"#{final} final", f"#{step10} step 10"  # the short labels (the job id is in the list's)
 
     panel.file_edit.setText(str(evfile))
@@ -168,8 +172,10 @@ def test_compare_promote_refuse_and_roll_back(qtbot, store, manager, tiny_model,
     qtbot.waitUntil(lambda: panel.verdict.isVisible() and idle(panel), timeout=WAIT_MS)
     text = panel.verdict.toPlainText()
     assert "FAIL" in text and "not promoted" in text
-    assert "✗ next-action agreement 0.400 → 0.300 (−2 of 20 actions: 0 gained, 2 lost" in text  # against the base
-    assert "vs the base model: worse by more than 15%" in text
+    # against the base: −25 % on the point estimate, 2 lost of 20 (McNemar p 0.5): said, not failed
+    assert "· next-action agreement 0.400 → 0.300 (−2 of 20 actions: 0 gained, 2 lost" in text
+    assert ("vs the base model: worse by 25 % on the point estimate (beyond the 15 % bound), not significantly: "
+            "its interval reaches zero") in text
     assert "✗ held-out loss 1.200 → 1.900 (+58.3 %" in text  # against the deployed model's
     assert registry.deployed(store, model).checkpoint_id == final
 

@@ -8,13 +8,34 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.core.base import paths
 from app.core.base.schema import EvalRow, Promotion, VerdictRow
 from app.core.base.store import Store
 from app.core.judge import deployment, gate
-from app.core.judge.evaluate import Sink, choose_set, evaluate_all
+from app.core.judge.evaluate import Sink, choose_set, evaluate_all, evaluator_for
 from app.core.judge.evidence import Evidence
 from app.core.judge.records import JudgeError, Target, thresholds
 from app.core.judge.report import EvalReport, EvalSettings, composite
+
+
+# what a judgement reads on this machine when nothing says otherwise: on a CPU the teacher-forced loss is most of an
+# evaluation's time (every token of every example), so fewer loss examples; next actions are what the gate's
+# agreement, validity and reward rest on, so at least 96 (a 0.68 → 0.57 validity drop over 28 spans zero)
+CPU_LOSS_EXAMPLES, CPU_CONTEXTS = 64, 96
+GPU_LOSS_EXAMPLES, GPU_CONTEXTS = 200, 200
+
+
+def settings_here(judge_with: str = "auto", examples: int = 0, contexts: int = 0, **explicit) -> EvalSettings:
+    """The settings a judgement uses on this machine: the one home a cycle, `nightschool promote | compare` and the
+    Judge tab read (through the school policy: runtime/school/policy.judge_settings). The evaluator (auto: llama.cpp
+    on an f16 GGUF on a CPU, transformers with a GPU), the loss examples (0: 64 on a CPU, 200 with a GPU), the next
+    actions (0: 96 on a CPU, 200 with a GPU); samples and decoding are EvalSettings' own. `explicit`: EvalSettings
+    fields a person named (a CLI option); None is not named."""
+    gpu = paths.gpu_count() > 0
+    chosen = {"evaluator": evaluator_for(judge_with),
+              "max_examples": examples or (GPU_LOSS_EXAMPLES if gpu else CPU_LOSS_EXAMPLES),
+              "max_contexts": contexts or (GPU_CONTEXTS if gpu else CPU_CONTEXTS)}
+    return EvalSettings(**{**chosen, **{k: v for k, v in explicit.items() if v is not None}})
 
 
 @dataclass
@@ -56,7 +77,9 @@ def judge(store: Store, target: Target, dataset: str | None = None, file: str | 
           settings: EvalSettings | None = None, sink: Sink | None = None,
           cancel: threading.Event | None = None) -> Judgement:
     """Evaluate the candidate, the base and the deployed model on one held-out set; record the gate's verdict (paired
-example by example: each evaluation's per-example files beside its report)."""
+example by example: each evaluation's per-example files beside its report). No `settings`: this machine's
+(settings_here)."""
+    settings = settings or settings_here()
     if target.is_base:
         raise JudgeError("the base model is not a candidate", fix="name a checkpoint; roll back to return to the base")
     evset = choose_set(store, target, dataset, file)

@@ -16,12 +16,13 @@ from app.core.judge.lineage import lineage
 from app.core.judge.deployment import deployed
 from app.core.judge.records import evals_of, passing_verdict, resolve
 from app.core.judge.report import EvalSettings
+from app.core.runtime.school import policy
 from tests.conftest import fast_hyper
 from tests.core.datasets.helpers import records
 from tests.core.judge.conftest import build_heldout, builder_for
 
 pytestmark = pytest.mark.slow
-SETTINGS = EvalSettings(max_contexts=24, max_new_tokens=48)  # what the CLI flags below ask for: one cache
+SETTINGS = EvalSettings(max_contexts=24, max_new_tokens=48)  # what the CLI flags and policy below ask for: one cache
 # Stored session ids (so their stable-hash splits) depend on the files' paths: 40 % of 100 sessions holds out about 40
 # (sd 4.9), more than the gate's 20 loss examples in any run
 SESSIONS, TEST_SHARE = 100, 0.4
@@ -85,7 +86,11 @@ def test_promote_lineage_refuse_and_roll_back(store, manager, agent_dir, agent_m
     sessions = json.loads(capsys.readouterr().out)["dataset"]["sessions"]
     assert {s["id"] for s in sessions if s["split"] == "train"} == trained_on
 
-    # The cycle that learned nothing fails against the deployed model now, with reasons.
+    # The cycle that learned nothing fails against the deployed model now, with reasons. The CLI judges as a cycle
+    # does (the school policy's judge_* keys): the policy names SETTINGS' evaluator and loss examples, the options
+    # the rest, so it reads the evaluations above from the cache.
+    policy.set_value(store, "judge_with", "transformers")
+    policy.set_value(store, "judge_examples", SETTINGS.max_examples)
     assert cli(["promote", idle.id, "--max-contexts", "24", "--max-new-tokens", "48"]) == 1
     out = capsys.readouterr().out
     assert "verdict on" in out and "FAIL" in out and "95 % CI" in out

@@ -43,7 +43,8 @@ def school_for(home, agent_root, model, **policy) -> School:
     school = School()
     base = {"min_sessions": 20, "window": "any", "cooldown_min": 0, "deploy": "auto", "refine_every": 0,
             "max_load": 1000, "base_model": str(model), "max_steps": 20, "max_length": 512, "near_duplicate": 0.0,
-            "test_share": 0.3, "hyper": HYPER, "free_served": "always", "port": 0}
+            "test_share": 0.3, "hyper": HYPER, "free_served": "always", "port": 0,
+            "judge_contexts": 48}  # the count is not the point here: the auto 96 would only take longer
     for key, value in {**base, **policy}.items():
         school.set_policy(key, value)
     return school

@@ -54,3 +54,5 @@ def test_refining_mines_pairs_with_the_sft_student_and_trains_dpo_on_top(store, 
     spec = resolve(store, dpo.id).spec
     assert spec.kind == "dpo" and spec.init_adapter == sft_target.adapter  # DPO on top of the SFT student
     assert dpo.source == f"cycle:{cycle.id}:refining" and out.output["checkpoint"] != sft_target.id
+    planned = cycles.get(store, cycle.id).outputs["refining_plan"]  # the night's plan is the job's budget
+    assert spec.budget.wall_clock_min == pytest.approx(planned["minutes"], abs=0.05) and planned["why"]

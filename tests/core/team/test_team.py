@@ -56,7 +56,7 @@ def _half_upload_then_kill(server: Server, path: Path, token: str) -> None:
 
 POLICY = {"min_sessions": 1000, "window": "any", "cooldown_min": 0, "deploy": "never", "refine_every": 0,
           "max_load": 1000, "max_steps": 2, "max_length": 512, "near_duplicate": 0.0, "test_share": 0.4,
-          "judge_with": "transformers", "judge_examples": 8, "free_served": "never", "port": 0,
+          "judge_with": "transformers", "judge_examples": 8, "judge_contexts": 48, "free_served": "never", "port": 0,
           "hyper": {"learning_rate": 0.001, "batch_size": 2, "grad_accum": 1, "lora_r": 8, "lora_alpha": 16,
                     "warmup": 0.0, "save_steps": 2, "logging_steps": 1, "max_length": 512, "epochs": 100}}
 CYCLE_S = 300.0  # build, 2 steps, two evaluations on the tiny model (about a minute on 2 busy cores)

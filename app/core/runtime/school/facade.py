@@ -9,7 +9,7 @@ from sqlalchemy import select
 from app.core.base.errors import Explained
 from app.core.base.schema import AgentSession, SessionMark
 from app.core.base.store import Store
-from app.core.runtime.school import cycles
+from app.core.runtime.school import cycles, night
 from app.core.runtime.machinery import lock
 from app.core.runtime.school import policy as pol
 from app.core.runtime.school.orchestrator import start_now
@@ -45,7 +45,7 @@ class School:
             "student": self.student(policy.base_model),
             "next": {"new_sessions": ready.new_sessions, "needed": ready.needed, "window": policy.window,
                      "next_window": ready.next_window, "waiting": ready.reasons,
-                     "meaning": meaning(policy.base_model)},
+                     "meaning": meaning(policy.base_model), "training": night.plan(policy, self.store).as_dict()},
             "cycle": current.to_dict() if current else None,
             "last": last.to_dict() if last else None,
         }

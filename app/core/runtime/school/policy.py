@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from app.core.base import settings
 from app.core.base.store import Store
+from app.core.train.backends import BACKENDS
+from app.core.train.variants import DEFAULT as DEFAULT_VARIANT, VARIANTS
 
 KEY = "school.policy"
 PAUSED_KEY = "school.paused"
@@ -40,6 +42,8 @@ class Policy(BaseModel):
         "gpu", description="when the served model is unloaded while training: on a GPU machine, always, or never")
     training_peak_mb: int = Field(0, ge=0, description="the training job's expected peak RAM in MB (0: estimate it)")
     max_steps: int = Field(0, ge=0, description="training steps per cycle (0: the recipe's plan)")
+    train_minutes: float = Field(0.0, ge=0, description="minutes a cycle's training may run at most (0: until the "
+                                                        "window closes, less the time to judge and export)")
     max_length: int = Field(2048, ge=64, description="tokens per training window of the cycle's dataset")
     near_duplicate: float = Field(0.85, ge=0.0, le=1.0, description="how similar (MinHash) two sessions must be to "
                                                                     "count as one (0: off)")
@@ -50,7 +54,9 @@ class Policy(BaseModel):
                             "reference), or auto: transformers on a GPU machine, llama.cpp otherwise")
     judge_examples: int = Field(0, ge=0, description="held-out examples the loss is measured on in each evaluation "
                                                      "(0: auto, 64 on a CPU, 200 with a GPU)")
-    train_on: Literal["default", "local", "ray", "skypilot"] = Field(
+    judge_contexts: int = Field(0, ge=0, description="held-out next actions generated and judged in each evaluation "
+                                                     "(0: auto, 96 on a CPU, 200 with a GPU)")
+    train_on: Literal[("default", *BACKENDS)] = Field(  # "default", then the backends registry's names
         "default", description="where a cycle's training jobs run: here, a Ray cluster, a SkyPilot managed job, or "
                                "default: the queue's `train.backend` setting (nightschool queue remote)")
     quant: str = Field("q4_k_m", description="the quantization of the exported GGUF that is served")
@@ -60,6 +66,8 @@ class Policy(BaseModel):
                                                    "SmolLM2-135M-Instruct; a folder or a hub id)")
     hyper: dict[str, Any] = Field(default_factory=dict, description="hyper-parameters of the cycle's jobs over the "
                                                                     "recipe's")
+    recipe: str = Field(DEFAULT_VARIANT, description="the named recipe a cycle's SFT trains with: "
+                                                     + ", ".join(VARIANTS))
 
     @field_validator("hyper")
     @classmethod
@@ -70,6 +78,13 @@ class Policy(BaseModel):
             Hyper(**value)  # unknown names and bad values are refused here, not in a job at 2 a.m.
         except ValidationError as exc:
             raise ValueError(settings.plain_reason(exc)) from None
+        return value
+
+    @field_validator("recipe")
+    @classmethod
+    def _recipe(cls, value: str) -> str:
+        if value not in VARIANTS:
+            raise ValueError(f"there is no recipe {value!r}")
         return value
 
     @field_validator("window")
@@ -108,7 +123,17 @@ def next_window(policy: Policy, now: datetime) -> datetime | None:
     return at if at > now else at + timedelta(days=1)
 
 
+def judge_settings(policy: Policy, **explicit):
+    """The settings a judgement uses here under this policy (judge_with, judge_examples, judge_contexts), the same for
+    a cycle, `nightschool promote | compare` and the Judge tab; `explicit`: EvalSettings fields a person named (None:
+    not named). The machine's part: judge/promote.settings_here."""
+    from app.core.judge.promote import settings_here
+
+    return settings_here(policy.judge_with, policy.judge_examples, policy.judge_contexts, **explicit)
+
+
 WORDS = {"window": "HH:MM-HH:MM (e.g. 02:00-06:00) or any",
+         "recipe": "; ".join(f"{v.name} ({v.words})" for v in VARIANTS.values()),
          "hyper": 'a JSON object of hyper-parameters, e.g. {"learning_rate": 2e-4, "max_length": 1024}'}
 
 

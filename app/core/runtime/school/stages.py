@@ -14,7 +14,8 @@ from app.core.base.store import Store
 from app.core.runtime.machinery.bus import Bus, Kind
 from app.core.runtime.school import cycles, resources
 from app.core.runtime.school.cycles import Cycle
-from app.core.runtime.school.policy import Policy
+from app.core.runtime.school.policy import Policy, judge_settings
+from app.core.train.variants import named
 
 POLL_S = 1.0
 
@@ -58,7 +59,8 @@ def building(ctx: Ctx, cycle: Cycle) -> Outcome:
     config = BuildConfig(base_model=ctx.policy.base_model, mode="auto", max_length=ctx.policy.max_length,
                          test_share=ctx.policy.test_share, learned_from=learned,
                          filters=Filters(near_duplicate=ctx.policy.near_duplicate),
-                         name=f"cycle-{cycle.id}-{time.strftime('%Y%m%d-%H%M%S')}")
+                         name=f"cycle-{cycle.id}-{time.strftime('%Y%m%d-%H%M%S')}",
+                         **named(ctx.policy.recipe).build)
     run = start_build(ctx.store, config)
     if run.stream(ctx.sink(cycle, "building"), ctx.stop) is None:
         return Outcome("wait", reason="stopped while building: the build starts again")
@@ -154,20 +156,34 @@ def _job_of(ctx: Ctx, cycle: Cycle, stage: str):
 
 def _submit(ctx: Ctx, cycle: Cycle, stage: str, file: Path, kind: str, init_adapter: str | None) -> Outcome | None:
     """Queue the stage's training job once; None when it was queued (now or before)."""
-    from app.core.train.spec import Hyper
+    from app.core.runtime.school import night
+    from app.core.train.spec import Budget
 
     if _job_of(ctx, cycle, stage) is not None:
         return None
     waiting = resources.before_training(ctx.policy, ctx.store, ctx.bus)
     if waiting:
         return Outcome("wait", reason=waiting)
-    over = {**ctx.policy.hyper, **({"max_steps": ctx.policy.max_steps} if ctx.policy.max_steps else {})}
-    hyper = Hyper(**over) if over else None
+    hyper = job_hyper(ctx.policy, kind)
     ds = _dataset(ctx, cycle)
+    planned = night.plan(ctx.policy, ctx.store)  # the night's time: until the window closes, less judging's
+    stored = cycles.get(ctx.store, cycle.id)  # the stored outputs (mining may have added to them since)
+    cycles.update(ctx.store, cycle.id, outputs={**stored.outputs, f"{stage}_plan": planned.as_dict()})
     ctx.queue.add(file, kind=kind, priority="high", model=ds.base_model, hyper=hyper,
                   source=f"cycle:{cycle.id}:{stage}", init_adapter=init_adapter,
+                  budget=Budget(wall_clock_min=planned.minutes),
                   backend=None if ctx.policy.train_on == "default" else ctx.policy.train_on)
     return None
+
+
+def job_hyper(policy: Policy, kind: str):
+    """A cycle job's hyper-parameters over the recipe's: the named recipe's (SFT only), then the policy's `hyper`,
+    then its `max_steps`; None when nothing is set (the recipe's own)."""
+    from app.core.train.spec import Hyper
+
+    recipe = named(policy.recipe).hyper if kind == "sft" else {}
+    over = {**recipe, **policy.hyper, **({"max_steps": policy.max_steps} if policy.max_steps else {})}
+    return Hyper(**over) if over else None
 
 
 def _wait_job(ctx: Ctx, cycle: Cycle, stage: str) -> Outcome:
@@ -213,6 +229,7 @@ def training(ctx: Ctx, cycle: Cycle) -> Outcome:
             resources.after_training(ctx.store, ctx.bus)
     if out.kind == "done":
         out.output["from_adapter"] = deployed.adapter if deployed is not None else None
+        out.output["plan"] = cycles.get(ctx.store, cycle.id).outputs.get("training_plan")
     return out
 
 
@@ -266,7 +283,7 @@ def judging(ctx: Ctx, cycle: Cycle) -> Outcome:
     from app.core.judge.records import by_id
 
     ref = _candidate(cycle)
-    settings = judge_settings(ctx.policy.judge_with, ctx.policy.judge_examples)
+    settings = judge_settings(ctx.policy)
     judged = judge(ctx.store, by_id(ctx.store, ref), settings=settings, sink=ctx.sink(cycle, "judging"),
                    cancel=ctx.stop)
     out = {"checkpoint": ref, "evaluator": settings.evaluator, "evaluated": judged.evaluated,
@@ -281,22 +298,6 @@ def judging(ctx: Ctx, cycle: Cycle) -> Outcome:
         return Outcome("refused", out, reason=f"the gate refused the candidate ({why}): "
                                               + "; ".join(judged.verdict.reasons))
     return Outcome("done", out)
-
-
-CPU_LOSS_EXAMPLES = 64  # the teacher-forced loss is most of a CPU evaluation's time (every token of every example)
-
-
-def judge_settings(judge_with: str, examples: int = 0):
-    """How a cycle evaluates: the policy's evaluator (auto: llama.cpp on a CPU, transformers with a GPU) and the loss
-    on `examples` held-out examples (0: CPU_LOSS_EXAMPLES on a CPU, the evaluator's default with a GPU)."""
-    from app.core.base import paths
-    from app.core.judge.evaluate import evaluator_for
-    from app.core.judge.report import EvalSettings
-
-    default = EvalSettings()
-    if not examples:
-        examples = default.max_examples if paths.gpu_count() > 0 else min(CPU_LOSS_EXAMPLES, default.max_examples)
-    return default.model_copy(update={"evaluator": evaluator_for(judge_with), "max_examples": examples})
 
 
 def _candidate(cycle: Cycle) -> int:
