@@ -91,6 +91,14 @@ def _alone(messages: list[dict], tail: list[dict], max_length: int, count: Count
     return system + found
 
 
+def _layout(messages: list[dict], max_length: int, count: Count, fitting: Fitting):
+    """(header, its tokens, the room left beside it, the turn blocks after it, each block's tokens beside it)."""
+    header = _header(messages, max_length, count, fitting)
+    base = count(header)
+    parts = blocks(messages[header_length(messages):])
+    return header, base, max_length - base, parts, [count(header + b) - base for b in parts]
+
+
 def windows(messages: list[dict], max_length: int, count: Count) -> tuple[list[list[dict]], Fitting]:
     """(windows, what was shortened and which blocks were dropped because even shortened and alone with the header
     they exceed max_length). A new window repeats the previous window's last block when it fits with the next
@@ -98,11 +106,7 @@ def windows(messages: list[dict], max_length: int, count: Count) -> tuple[list[l
     message) do not fit with the decision after it is shortened so that they do (`shorten.fit`), else so that it
     fits alone; a header too long has its first request shortened."""
     fitting = Fitting()
-    header = _header(messages, max_length, count, fitting)
-    base = count(header)
-    room = max_length - base
-    parts = blocks(messages[header_length(messages):])
-    sizes = [count(header + b) - base for b in parts]
+    header, base, room, parts, sizes = _layout(messages, max_length, count, fitting)
     leads: dict[int, int] = {}
 
     def lead(i: int) -> int:
@@ -169,11 +173,7 @@ def decisions(messages: list[dict], max_length: int, count: Count) -> tuple[list
     so the action is seen after its evidence; an action too long for a window even alone with the header is counted
     in `dropped`. Windows + dropped = `decisions`."""
     fitting = Fitting()
-    header = _header(messages, max_length, count, fitting)
-    base = count(header)
-    room = max_length - base
-    parts = blocks(messages[header_length(messages):])
-    sizes = [count(header + b) - base for b in parts]
+    header, base, room, parts, sizes = _layout(messages, max_length, count, fitting)
     out: list[list[dict]] = []
     for k, block in enumerate(parts):
         for j, m in enumerate(block):
