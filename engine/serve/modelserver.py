@@ -34,13 +34,12 @@ from engine.serve.recorder import Recorder, RecordingMiddleware, Refused
 
 STATE = "server.json"
 PARKED_RETRY_S = 600  # Retry-After while parked: a training stage takes minutes
-TOOL_GRAMMAR = {"on": decoding.GRAMMAR}  # requests with tools decode under their tool-call grammar (--grammar)
 
 
 def decoding_defaults() -> None:
     """A request that names no repetition penalty gets the one the judge decodes with (app/core/judge/decoding.py),
     over the same last generated tokens: the gate measures what clients see. A request with `tools` decodes under
-    their tool-call grammar as the judge does (`with_tool_grammar`)."""
+    their tool-call grammar as the judge does (`tool_grammar.with_tool_grammar`)."""
     from llama_cpp.server import types
 
     for request in (types.CreateChatCompletionRequest, types.CreateCompletionRequest):
@@ -58,22 +57,6 @@ def closes_tool_call(llama):
         return tag in llama.detokenize(tail) and tag not in llama.detokenize(tail[:-1])
 
     return closed
-
-
-def with_tool_grammar(handler):
-    """A chat handler that decodes a request with `tools` under their tool-call grammar (decoding.tool_grammar:
-    free text, and a `<tool_call>` once opened closes only as a valid call of one of them), as the judge decodes a
-    context with tools. Left alone: no tools, a request that brings its own grammar, tool_choice "none" or naming
-    one function (llama-cpp-python's own grammar then), or the grammar switched off (--grammar off)."""
-    from app.core.toolcalls.grammar import tools_of
-    from engine.workers import tool_grammar
-
-    def handle(*, llama, tools=None, tool_choice=None, grammar=None, **kwargs):
-        if TOOL_GRAMMAR["on"] and grammar is None and tools and tool_choice in (None, "auto", "required"):
-            grammar = tool_grammar.for_tools(llama, tools_of(tools))
-        return handler(llama=llama, tools=tools, tool_choice=tool_choice, grammar=grammar, **kwargs)
-
-    return handle
 
 
 def stop_at_tool_end(llama) -> None:
@@ -99,7 +82,7 @@ def stop_at_tool_end(llama) -> None:
 
     handler = Formatter(template, eos_token=model.token_get_text(eos) if eos >= 0 else "",
                         bos_token=model.token_get_text(bos) if bos >= 0 else "", stop_token_ids=[eos]).to_chat_handler()
-    llama.chat_handler = with_tool_grammar(handler)
+    llama.chat_handler = tool_grammar.with_tool_grammar(handler)
     tool_grammar.install(llama)  # the request's grammar applies once a call is opened, as the judge decodes
 
 
@@ -386,9 +369,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from engine.workers import tool_grammar
+
     args = parse(argv)
     decoding_defaults()
-    TOOL_GRAMMAR["on"] = args.grammar == "on"
+    tool_grammar.SERVED["on"] = args.grammar == "on"
     try:
         return Server(args).run()
     except OSError as exc:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from app.core.judge import decoding
 from app.core.toolcalls.grammar import CLOSE, OPEN
 
+SERVED = {"on": decoding.GRAMMAR}  # the server decodes requests with tools under their grammar (its --grammar)
 _PARSED: dict[tuple[int, str], bool] = {}  # (vocab, grammar text) -> llama.cpp parsed it
 
 
@@ -92,3 +93,18 @@ def install(llama) -> None:
         return generate(llama, tokens, grammar, run=run, **kwargs)
 
     llama.generate = lazy_generate
+
+
+def with_tool_grammar(handler):
+    """A chat handler that decodes a request with `tools` under their tool-call grammar (decoding.tool_grammar:
+    free text, and a `<tool_call>` once opened closes only as a valid call of one of them), as the judge decodes a
+    context with tools. Left alone: no tools, a request that brings its own grammar, tool_choice "none" or naming
+    one function (llama-cpp-python's own grammar then), or the grammar switched off (--grammar off)."""
+    from app.core.toolcalls.grammar import tools_of
+
+    def handle(*, llama, tools=None, tool_choice=None, grammar=None, **kwargs):
+        if SERVED["on"] and grammar is None and tools and tool_choice in (None, "auto", "required"):
+            grammar = for_tools(llama, tools_of(tools))
+        return handler(llama=llama, tools=tools, tool_choice=tool_choice, grammar=grammar, **kwargs)
+
+    return handle
