@@ -268,10 +268,10 @@ def stages(files: list[Path], agent: str | None, took: float) -> None:
     """Where an ingest's time goes, without a profiler's distortion: each stage of every session run again alone
     (parse; scrub; the rows with signals, of which the parts' packing), the rest of `took` (the ingest's seconds)
     being the store's writes and the bookkeeping."""
-    from app.core.capture import rows
+    from app.core.capture import agents, rows
     from app.core.capture.detect import detect_format
     from app.core.capture.ingest import owner, real_path
-    from app.core.capture.prepare import PARSERS, scrub
+    from app.core.capture.prepare import scrub
     from app.core.scrub.scrubber import Scrubber
 
     scrubber = Scrubber()
@@ -280,12 +280,12 @@ def stages(files: list[Path], agent: str | None, took: float) -> None:
     seen: set[Path] = set()
     for path in files:
         kind = agent or detect_format(real_path(path))
-        main = owner(kind, real_path(path)) if kind in PARSERS else None
+        main = owner(kind, real_path(path)) if kind in agents.AGENTS else None
         if main is None or main in seen:
             continue
         seen.add(main)
         started = time.perf_counter()
-        session = PARSERS[kind](main, final=True)
+        session = agents.load(agents.AGENTS[kind].parser)(main, final=True)
         spent["parse"] += time.perf_counter() - started
         started = time.perf_counter()
         scrub(scrubber, session)

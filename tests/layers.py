@@ -23,7 +23,7 @@ MAY_IMPORT = {  # layer owner -> prefixes it may import from this project
 # The documented order of the packages inside a layer, lowest first (ARCHITECTURE.md): a package imports only those
 # before it. A new package gets its place here on purpose.
 ORDER = {
-    "app.core.": ["base", "scrub", "toolcalls", "datafiles", "desktop", "enginenv", "workers", "capture",
+    "app.core.": ["base", "scrub", "toolcalls", "desktop", "enginenv", "workers", "capture", "datafiles",
                   "experience", "importer", "datasets", "train", "queue", "judge", "ship", "team", "runtime"],
     "app.core.runtime.": ["machinery", "school", "shipping", "supervisor"],
     "engine.": ["errors", "chat_template", "loading", "render", "train", "workers", "serve", "__main__"],

@@ -151,13 +151,13 @@ def cmd_import(args) -> int:
 
 def cmd_hook(_args) -> int:
     """Called by Claude Code's Stop/SessionEnd hook: ingest the session's file; never fail the agent."""
-    from app.core.capture.hooks import read_hook_input
+    from app.core.capture.hooks import AGENT, read_hook_input
 
     hook = read_hook_input(sys.stdin)
     if hook is None or hook.transcript_path is None:
         return 0
     try:
-        _ingestor().ingest(hook.transcript_path, origin="hook", agent="claude-code")
+        _ingestor().ingest(hook.transcript_path, origin="hook", agent=AGENT)
     except Exception as exc:  # noqa: BLE001 - a hook must not break the user's agent; the watcher catches up
         print(f"nightschool: capture hook could not ingest {hook.transcript_path}: {exc}", file=sys.stderr)
     return 0

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from app.cli.common import open_store, print_json
 from app.core.base import paths
+from app.core.capture.agents import home_vars
 from app.core.runtime.machinery.bus import Kind
 
 log = logging.getLogger("nightschool.daemon")
@@ -22,7 +23,7 @@ LOG_BYTES, LOG_KEEP = 5_000_000, 3
 UNIT = "nightschool.service"
 STOP_TIMEOUT_S = 90.0
 PASSED_ENV = ("NIGHTSCHOOL_HOME", "NIGHTSCHOOL_ENGINE_PYTHON", "NIGHTSCHOOL_GPUS", "NIGHTSCHOOL_ACCELERATE_CONFIG",
-              "CLAUDE_CONFIG_DIR", "CODEX_HOME")  # what decides the data dir, the engine and the capture roots
+              *home_vars())  # what decides the data dir, the engine and the capture roots
 
 
 def log_path() -> Path:

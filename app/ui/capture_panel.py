@@ -20,13 +20,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.base.words import grouped
+from app.core.capture.agents import colours
 from app.core.capture.queries import SessionSummary, TranscriptMessage
 from app.ui.capture import CaptureController
 from app.ui.kit import DIM_STYLE, FAINT, fill, key_at, local_time, make_table, reselect
 from widgets.banner import Banner
 from widgets.bars import LabelledBars, StackedBars
 
-AGENT_COLOURS = {"claude-code": "#ff9f43", "codex": "#2ecc71", "gemini": "#4f8cff"}
 ROLE_COLOURS = {"user": "#8ab4ff", "assistant": "#7bd88f", "tool": "#ffb86c", "system": "#c792ea"}
 MAX_PART_CHARS = 4000  # a longer text, input or output is cut for display
 MAX_TRANSCRIPT_CHARS = 300_000  # the viewer stops rendering after this much text
@@ -85,7 +85,7 @@ class CapturePanel(QWidget):
         layout.addWidget(split, 1)
 
     def _overview(self) -> QWidget:
-        self.per_day = StackedBars("Sessions per day", AGENT_COLOURS,
+        self.per_day = StackedBars("Sessions per day", colours(),
                                    empty="No session captured yet: each day's sessions, by agent, will be drawn here")
         self.tools = LabelledBars("Tool calls", "#4f8cff",
                                   empty="No tool call captured yet: the tools your agents call most will be "

@@ -1,1 +1,1 @@
-"""Capture: agent transcripts (Claude Code, Codex CLI, Gemini CLI) read into one normalised session model."""
+"""Capture: agent transcripts (each agent a row of capture/agents.py) read into one normalised session model."""

@@ -2,13 +2,13 @@
 files hold."""
 from __future__ import annotations
 
-import os
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from app.core.capture import agents
 from app.core.capture.prepare import file_size
 
 
@@ -36,13 +36,7 @@ class Batch:
 
 
 def reads(main: Path, agent: str) -> int:
-    """The bytes a session's files hold: its file, and a Claude Code session's `<id>/subagents/` beside it (what a
-    batch counts towards BATCH_BYTES before any is read; agent files of the older layout are not looked for)."""
-    size = file_size(main)
-    if agent == "claude-code":
-        try:
-            with os.scandir(main.parent / main.stem / "subagents") as found:
-                size += sum(entry.stat().st_size for entry in found if entry.name.endswith(".jsonl"))
-        except OSError:
-            pass  # none (or gone: the parser says what is wrong)
-    return size
+    """The bytes a session's files hold: its file and its agent's `companions` (a Claude Code session's sub-agent
+    files; what a batch counts towards BATCH_BYTES before any is read)."""
+    found = agents.named(agent)
+    return file_size(main) + (agents.load(found.companions)(main) if found is not None and found.companions else 0)

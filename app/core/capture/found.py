@@ -4,10 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.core.capture.agents import AGENTS
 from app.core.capture.ingest import owner
-from app.core.capture.sources import AGENTS, CaptureConfig, session_files
-
-LABELS = {"claude-code": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
+from app.core.capture.sources import CaptureConfig, session_files
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class AgentFolders:
 
 
 def agent_folders(config: CaptureConfig) -> list[AgentFolders]:
-    """Every known agent (and any other agent the config names), in AGENTS order, with its session count."""
+    """Every known agent (and any other agent the config names), in the table's order, with its session count."""
     owners: dict[str, set[Path]] = {}
     for agent, path in session_files(config):
         try:
@@ -37,6 +36,6 @@ def agent_folders(config: CaptureConfig) -> list[AgentFolders]:
         if main is not None:
             owners.setdefault(agent, set()).add(main)
     agents = list(AGENTS) + [a for a in config.roots if a not in AGENTS]
-    return [AgentFolders(agent, LABELS.get(agent, agent), list(config.roots.get(agent, [])),
+    return [AgentFolders(agent, AGENTS[agent].label if agent in AGENTS else agent, list(config.roots.get(agent, [])),
                          [r for r in config.roots.get(agent, []) if Path(r).is_dir()], len(owners.get(agent, ())))
             for agent in agents]

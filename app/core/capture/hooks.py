@@ -10,7 +10,9 @@ from typing import Any
 
 from app.core.base.errors import Explained
 from app.core.base.files import atomic_write
+from app.core.capture.agents import AGENTS
 
+AGENT = "claude-code"  # the agent whose hooks these are: a hook's transcript is its
 HOOK_EVENTS = ("Stop", "SessionEnd")
 HOOK_SUBCOMMAND = "capture hook"  # appended to the caller's command: `<command> capture hook`
 # An entry is ours when its command contains every one of these substrings ("nightschool" comes from the console
@@ -50,8 +52,9 @@ class HookInput:
 
 def settings_path() -> Path:
     """Claude Code's user settings: $CLAUDE_CONFIG_DIR/settings.json, else ~/.claude/settings.json."""
-    config_dir = os.environ.get("CLAUDE_CONFIG_DIR", "").strip()
-    base = Path(config_dir).expanduser() if config_dir else Path.home() / ".claude"
+    agent = AGENTS[AGENT]
+    config_dir = os.environ.get(agent.home_env or "", "").strip()
+    base = Path(config_dir).expanduser() if config_dir else Path.home() / agent.home
     return base / "settings.json"
 
 

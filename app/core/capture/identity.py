@@ -8,7 +8,7 @@ from pathlib import Path, PurePath
 from sqlalchemy import select
 
 from app.core.base.schema import AgentSession, CaptureFile
-from app.core.capture.claude import first_session_id
+from app.core.capture import agents
 from app.core.capture.prepare import FileCounts, own_id
 
 
@@ -49,17 +49,10 @@ def release_copies(conn, sid: str, counts: dict[Path, FileCounts]) -> int:
 
 
 def owner(agent: str, path: Path) -> Path | None:
-    """The file whose session this file belongs to (a Claude sub-agent file -> its session's file)."""
-    if agent != "claude-code" or not path.name.startswith("agent-"):
-        return path
-    if path.name.startswith("agent-acompact"):
-        return None
-    if path.parent.name == "subagents":  # <sessionId>/subagents/agent-<id>.jsonl
-        main = path.parent.parent.parent / f"{path.parent.parent.name}.jsonl"
-    else:  # agent-<id>.jsonl beside <sessionId>.jsonl
-        sid = first_session_id(path)
-        main = path.parent / f"{sid}.jsonl" if sid else path
-    return main if main.is_file() else path
+    """The file whose session this file belongs to (a sub-agent's file -> its session's file, by the agent's `owner`;
+    None: an internal file, not a session)."""
+    found = agents.named(agent)
+    return agents.load(found.owner)(path) if found is not None and found.owner else path
 
 
 def changed(row, stat, final: bool) -> bool:

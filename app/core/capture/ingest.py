@@ -26,15 +26,16 @@ from sqlalchemy import bindparam, delete, insert, select
 
 from app.core.base.clock import as_utc
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
+from app.core.base.lines import Reading
 from app.core.base.store import Store, insert_many
+from app.core.capture import agents
 from app.core.capture.batch import Batch, Sent, reads
 from app.core.capture.detect import detect_format
 from app.core.capture.identity import changed, owner, real_path, release_copies, session_id_for, session_key
 from app.core.capture.pool import PreparePool, default_workers
-from app.core.capture.prepare import PARSERS, FileCounts, Prepared, file_size, prepare
+from app.core.capture.prepare import FileCounts, Prepared, file_size, prepare
 from app.core.capture.sources import CaptureConfig
 from app.core.capture.spill import SPILL_FILE_BYTES
-from app.core.datafiles.lines import Reading
 from app.core.scrub.scrubber import Scrubber
 
 IDLE_FINAL_S = 120.0  # a file unchanged this long is finished: a last line without newline is taken
@@ -217,8 +218,8 @@ class Ingestor:
         """(main, agent, final) when the file needs reading, else what ingest() answers without reading it (known:
         capture_files rows already read for a batch)."""
         agent = agent or self.config.agent_for(path) or detect_format(path)
-        if agent not in PARSERS:
-            return self._refuse(path, origin, "not a Claude Code, Codex CLI or Gemini CLI transcript")
+        if agent not in agents.AGENTS:
+            return self._refuse(path, origin, f"not a {agents.titles()} transcript")
         main = owner(agent, path)
         try:
             stat = path.stat()

@@ -9,17 +9,13 @@ from datetime import datetime
 from pathlib import Path, PurePath
 
 from app.core.base import paths
-from app.core.capture import rows
-from app.core.capture.claude import parse_claude_with_subagents
-from app.core.capture.codex import parse_codex
-from app.core.capture.gemini import parse_gemini
+from app.core.base.lines import Reading
+from app.core.capture import agents, rows
 from app.core.capture.session import Session
 from app.core.capture.sources import CaptureConfig
 from app.core.capture.spill import SPILL_FILE_BYTES, Spill
-from app.core.datafiles.lines import Reading
 from app.core.scrub.scrubber import Scrubber
 
-PARSERS = {"claude-code": parse_claude_with_subagents, "codex": parse_codex, "gemini": parse_gemini}
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 Records = tuple[list[dict], list[dict]]  # a session's rows (its own and its sub-agents') and its message rows
 SCRUB_CHARS = 4 * 1024**2  # text scrubbed per pass (see scrub)
@@ -92,12 +88,13 @@ class Prepared:
 
 def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber: Scrubber,
             reading: Reading | None = None, spill_dir: Path | None = None) -> Prepared:
-    """A huge Claude Code transcript (SPILL_FILE_BYTES and up, sub-agent files included) keeps its big texts in a
-    spill file in `spill_dir` until written: the caller closes the Prepared."""
-    spill = _spill(spill_dir) if agent == "claude-code" and file_size(main) >= SPILL_FILE_BYTES else None
+    """A huge transcript (SPILL_FILE_BYTES and up, sub-agent files included) of an agent whose parser `spills` keeps
+    its big texts in a spill file in `spill_dir` until written: the caller closes the Prepared."""
+    row = agents.AGENTS[agent]
+    spill = _spill(spill_dir) if row.spills and file_size(main) >= SPILL_FILE_BYTES else None
     try:
         kw = {"spill": spill} if spill is not None else {}
-        session = PARSERS[agent](main, final=final, progress=reading, **kw)
+        session = agents.load(row.parser)(main, final=final, progress=reading, **kw)
         counts = {f: counts_of(agent, s) for f, s in group_files(main, session).items()}
         keep = config.keeps(session.project, session.cwd)
         before = scrubber.report.total
@@ -172,7 +169,8 @@ def counts_of(agent: str, s: Session) -> FileCounts:
     bad = sorted({n for n, _ in s.problems})
     line_level = {k: v for k, v in s.skipped.items() if not k.startswith("block:")}
     skipped = s.blank + sum(line_level.values())
-    stored = s.used if agent == "claude-code" else s.lines - skipped - len(bad)
+    row = agents.named(agent)
+    stored = s.used if row is not None and row.counts_used else s.lines - skipped - len(bad)
     first = {}
     for n, why in s.problems:
         first.setdefault(n, why)

@@ -5,7 +5,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Agent = Literal["claude-code", "codex", "gemini"]
 Role = Literal["user", "assistant", "tool", "system"]
 PartKind = Literal["text", "thinking", "tool_call", "tool_result", "image"]
 
@@ -58,7 +57,7 @@ class Turn:
 
 @dataclass
 class Session:
-    agent: Agent
+    agent: str  # its row's name in capture/agents.AGENTS
     session_id: str
     source_path: str
     cwd: str | None = None

@@ -3,32 +3,21 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 from pathlib import Path, PurePath
 
 from pydantic import BaseModel, Field, ValidationError
 
 from app.core.base import paths
 from app.core.base.files import atomic_write
+from app.core.capture import agents
 
-AGENTS = ("claude-code", "codex", "gemini")
 CONFIG_FILE = "capture.json"
-
-
-def default_roots() -> dict[str, list[str]]:
-    """Claude Code: ~/.claude/projects; Codex: $CODEX_HOME (or ~/.codex) sessions + archived; Gemini: ~/.gemini/tmp."""
-    home = Path.home()
-    claude = Path(os.environ.get("CLAUDE_CONFIG_DIR") or home / ".claude")
-    codex = Path(os.environ.get("CODEX_HOME") or home / ".codex")
-    return {"claude-code": [str(claude / "projects")],
-            "codex": [str(codex / "sessions"), str(codex / "archived_sessions")],
-            "gemini": [str(home / ".gemini" / "tmp")]}
 
 
 class CaptureConfig(BaseModel):
     """What to watch and which projects to keep: saved as capture.json in the data dir."""
 
-    roots: dict[str, list[str]] = Field(default_factory=default_roots)
+    roots: dict[str, list[str]] = Field(default_factory=agents.default_roots)
     include: list[str] = Field(default_factory=list)  # project name or cwd globs; empty = every project
     exclude: list[str] = Field(default_factory=list)  # wins over include
     watch: bool = True
@@ -68,15 +57,9 @@ class CaptureConfig(BaseModel):
 
 
 def is_session_file(agent: str, path: PurePath) -> bool:
-    """Claude: any *.jsonl; Codex: rollout-*.jsonl; Gemini: session-*.json(l) in a chats folder."""
-    name = path.name
-    if agent == "claude-code":
-        return name.endswith(".jsonl")
-    if agent == "codex":
-        return name.startswith("rollout-") and name.endswith(".jsonl")
-    if agent == "gemini":
-        return path.parent.name == "chats" and name.startswith("session-") and name.endswith((".json", ".jsonl"))
-    return False
+    """Whether a file under that agent's roots is one of its session files (False for an agent not in the table)."""
+    found = agents.named(agent)
+    return found is not None and found.holds(path)
 
 
 def session_files(config: CaptureConfig) -> list[tuple[str, Path]]:

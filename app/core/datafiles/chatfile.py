@@ -5,9 +5,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.core.base import lines
 from app.core.base.errors import Explained
 from app.core.base.fingerprint import sha256_file
-from app.core.datafiles import lines
 from app.core.datafiles.formats import CHECKS, EXAMPLE_LINES, check_record, shape_name
 
 SHOWN_PROBLEMS = 5

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core.base import lines
 from app.core.base.fingerprint import sha256_file
-from app.core.datafiles import lines
 from app.core.datafiles.formats import (
     SPECS,
     DatasetSpec,

@@ -7,6 +7,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from app.core.capture.agents import resembled
+
 SHAREGPT_SPEAKERS = {"human", "gpt", "system", "tool", "function_call", "observation"}
 SHAREGPT_ROLES = {"user": "human", "assistant": "gpt"}  # role/content turns, mapped onto from/value speakers
 ROLES = {"system", "user", "assistant", "tool"}
@@ -261,17 +263,9 @@ SPECS: dict[str, DatasetSpec] = {s.name: s for s in [
 # --- recognising records ----------------------------------------------------------------------------------------
 
 def transcript_kind(rec: object) -> str | None:
-    """The agent whose session transcript this record comes from, or None for anything else."""
-    if not isinstance(rec, dict):
-        return None
-    if {"timestamp", "type", "payload"} <= rec.keys():
-        return "Codex CLI"
-    if "type" in rec and any(k in rec for k in ("uuid", "sessionId", "message")):
-        return "Claude Code"
-    if any(k in rec for k in ("sessionId", "$set", "$rewindTo")) or (
-            "id" in rec and rec.get("type") in ("user", "gemini")):
-        return "Gemini CLI"
-    return None
+    """The agent whose session transcript this record comes from (its title, from capture/agents.py), or None."""
+    found = resembled(rec) if isinstance(rec, dict) else None
+    return found.title if found else None
 
 
 def spec_for(rec: object) -> DatasetSpec | None:

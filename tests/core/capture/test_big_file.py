@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from app.core.base.store import Store
-from app.core.capture import codex
-from app.core.capture.claude import parse_claude_with_subagents
 from app.core.capture.ingest import Ingestor
+from app.core.capture.parsers import codex
+from app.core.capture.parsers.claude import parse_claude_with_subagents
 from app.core.capture.prepare import scrub
 from app.core.capture.session import Message, Part, Session
 from app.core.scrub.scrubber import Scrubber

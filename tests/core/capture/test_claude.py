@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.capture.claude import parse_claude, parse_claude_with_subagents
+from app.core.capture.parsers.claude import parse_claude, parse_claude_with_subagents
 from app.core.capture.session import Session
 
 from tests.core.capture.helpers import REAL, SID, assistant, call, result, text, user  # noqa: E402,F401

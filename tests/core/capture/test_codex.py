@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from tests.core.capture.helpers import KV, SIMONW, expected, write
-from app.core.capture.codex import parse_codex
+from app.core.capture.parsers.codex import parse_codex
 
 TS = "2025-03-01T10:00:00.000Z"
 

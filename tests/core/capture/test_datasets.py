@@ -236,7 +236,7 @@ def test_missing_file_is_refused(tmp_path):
 
 
 def test_overlong_line_is_a_problem_not_a_crash(tmp_path, monkeypatch):
-    monkeypatch.setattr("app.core.datafiles.lines.MAX_LINE_BYTES", 80)
+    monkeypatch.setattr("app.core.base.lines.MAX_LINE_BYTES", 80)
     long = {"instruction": "x" * 200, "output": "y"}
     path = write(tmp_path / "long.jsonl", jsonl(ALPACA, long, ALPACA).rstrip("\n"))
     check = check_dataset(path)

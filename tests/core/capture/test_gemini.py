@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from tests.core.capture.helpers import KV, expected, write
-from app.core.capture.gemini import parse_gemini
+from app.core.capture.parsers.gemini import parse_gemini
 
 META = {"sessionId": "g-1", "projectHash": "f00d", "startTime": "2025-06-01T10:00:00Z",
         "lastUpdated": "2025-06-01T10:00:00Z"}

@@ -7,8 +7,8 @@ import sqlite3
 
 import sqlalchemy as sa
 
-from app.core.capture.claude import parse_claude_with_subagents
 from app.core.capture.ingest import Ingestor
+from app.core.capture.parsers.claude import parse_claude_with_subagents
 from app.core.capture.rows import parts_of, unpack
 from app.core.scrub.scrubber import Scrubber
 from tests.core.capture.helpers import SID, assistant, call, result, text, user

@@ -13,8 +13,8 @@ from sqlalchemy import create_engine, insert
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, utcnow
 from app.core.base.store import Store, alembic_config
 from app.core.capture import rows
-from app.core.capture.claude import parse_claude_with_subagents
 from app.core.capture.ingest import Ingestor, session_key
+from app.core.capture.parsers.claude import parse_claude_with_subagents
 from app.core.capture.prepare import counts_of as _counts, group_files as _group_files
 from app.core.scrub.scrubber import Scrubber
 from tests.core.capture.helpers import SID, assistant, text, user, write

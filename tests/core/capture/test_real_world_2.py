@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from app.core.capture.claude import parse_claude, parse_claude_with_subagents
-from app.core.capture.codex import parse_codex
 from app.core.capture.detect import detect_format
-from app.core.capture.gemini import parse_gemini
+from app.core.capture.parsers.claude import parse_claude, parse_claude_with_subagents
+from app.core.capture.parsers.codex import parse_codex
+from app.core.capture.parsers.gemini import parse_gemini
 from tests.core.capture.helpers import REAL, assistant, call, result, text, user, write
 
 REAL2 = REAL.parent / "real-world-2"

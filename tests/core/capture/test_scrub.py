@@ -67,7 +67,7 @@ def test_a_whole_session_is_scrubbed_everywhere():
 
 
 def test_reader_strips_a_byte_order_mark_and_waits_for_a_half_written_line(tmp_path):
-    from app.core.datafiles.lines import read_jsonl
+    from app.core.base.lines import read_jsonl
 
     path = tmp_path / "bom.jsonl"
     path.write_bytes(b'\xef\xbb\xbf{"a": 1}\r\n{"b": "\xff"}\n{"c":')

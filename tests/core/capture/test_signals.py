@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import re
 
-from app.core.capture import behaviour
+from app.core.capture import agents, behaviour
 from app.core.capture.behaviour import signals
-from app.core.capture.claude import parse_claude
 from app.core.capture.detect import detect_format
-from app.core.capture.gemini import parse_gemini
-from app.core.capture.prepare import PARSERS
+from app.core.capture.parsers.claude import parse_claude
+from app.core.capture.parsers.gemini import parse_gemini
 from app.core.capture.session import Message, Part, Session
 from tests.core.capture.helpers import KV, REAL
 
@@ -76,8 +75,9 @@ def test_the_word_patterns_count_what_they_counted_without_their_first_letter_lo
     for base in (REAL, REAL.parent / "real-world-2"):
         for f in sorted(base.rglob("*.json*")):
             agent = detect_format(f)
-            if agent in PARSERS:
-                texts.append(behaviour._assistant_text(PARSERS[agent](f, final=True).messages))
+            if agent in agents.AGENTS:
+                parse = agents.load(agents.AGENTS[agent].parser)
+                texts.append(behaviour._assistant_text(parse(f, final=True).messages))
     assert sum(map(len, texts)) > 200_000
     for name in ("CONSTRAINT", "PRUNING", "SELF_CORRECTION"):
         fast = getattr(behaviour, name)

@@ -12,8 +12,9 @@ import pytest
 
 from app.core.base.store import Store
 from app.core.capture import prepare as prepare_module, rows
-from app.core.capture.claude import parse_claude
 from app.core.capture.ingest import Ingestor
+from app.core.capture.parsers import claude as claude_parser
+from app.core.capture.parsers.claude import parse_claude
 from app.core.capture.prepare import prepare
 from app.core.capture.session import Part
 from app.core.capture.sources import CaptureConfig
@@ -77,7 +78,7 @@ def test_an_ingest_leaves_no_spill_behind_written_or_failed(monkeypatch, tmp_pat
     def unreadable(*_a, **_kw):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setitem(prepare_module.PARSERS, "claude-code", unreadable)  # the file turns unreadable mid-read
+    monkeypatch.setattr(claude_parser, "parse_claude_with_subagents", unreadable)  # the file turns unreadable mid-read
     with path.open("a") as fh:
         fh.write('{"type":"user","uuid":"u2","parentUuid":"u1","message":{"role":"user","content":"more"}}\n')
     again = ingestor.ingest(path, final=True)

@@ -2,18 +2,22 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core.base.lines import Reading, stream_jsonl
 from app.core.capture.session import Message, Part, Session
 from app.core.capture.spill import Spill
-from app.core.datafiles.lines import Reading, stream_jsonl
 
 SPAWN_TOOLS = {"Task", "Agent"}  # tool calls that start a sub-agent
 SYNTHETIC_MODEL = "<synthetic>"  # Claude Code's placeholder replies (API errors, interruptions)
 _AGENT_ID_IN_TEXT = re.compile(r"\bagentId: ([\w@.\-]+)")  # newer Task results end with "agentId: <id> ..."
+TYPES = {"user", "assistant", "system", "summary", "file-history-snapshot", "queue-operation", "attachment", "progress",
+         "custom-title", "tag"}
+KEYS = ("uuid", "parentUuid", "leafUuid", "messageId", "sessionId")
 
 
 @dataclass
@@ -318,6 +322,40 @@ def subagent_files(path: Path, session_id: str) -> list[Path]:
     nested = [f for name in dict.fromkeys((path.stem, session_id))
               for f in sorted((path.parent / name / "subagents").glob("agent-*.jsonl"))]
     return [f for f in dict.fromkeys(beside + nested) if not f.name.startswith("agent-acompact")]
+
+
+def owner(path: Path) -> Path | None:
+    """The file whose session this file is part of: a sub-agent file's session's file; None for an internal
+    compaction agent's file."""
+    if not path.name.startswith("agent-"):
+        return path
+    if path.name.startswith("agent-acompact"):
+        return None
+    if path.parent.name == "subagents":  # <sessionId>/subagents/agent-<id>.jsonl
+        main = path.parent.parent.parent / f"{path.parent.parent.name}.jsonl"
+    else:  # agent-<id>.jsonl beside <sessionId>.jsonl
+        sid = first_session_id(path)
+        main = path.parent / f"{sid}.jsonl" if sid else path
+    return main if main.is_file() else path
+
+
+def subagent_bytes(main: Path) -> int:
+    """The bytes of a session's `<id>/subagents/` beside its file (agent files of the older layout are not looked
+    for)."""
+    try:
+        with os.scandir(main.parent / main.stem / "subagents") as found:
+            return sum(entry.stat().st_size for entry in found if entry.name.endswith(".jsonl"))
+    except OSError:
+        return 0  # none (or gone: the parser says what is wrong)
+
+
+def detect(rec: dict) -> bool:
+    """A Claude Code record: one of its types, with its ids or a message (asked after the other agents: broad)."""
+    return rec.get("type") in TYPES and (any(k in rec for k in KEYS) or isinstance(rec.get("message"), dict))
+
+
+def resembles(rec: dict) -> bool:
+    return "type" in rec and any(k in rec for k in ("uuid", "sessionId", "message"))
 
 
 def first_session_id(file: Path) -> str | None:

@@ -5,8 +5,7 @@ import json
 from pathlib import Path, PurePath
 from typing import Any
 
-from app.core.datafiles.lines import Reading, ReadResult, Record, read_jsonl
-
+from app.core.base.lines import Reading, ReadResult, Record, read_jsonl
 from app.core.capture.session import Message, Part, Session
 
 SYSTEM_TYPES = ("info", "error", "warning")
@@ -15,6 +14,7 @@ FINISHED_STATUSES = ("success", *ERROR_STATUSES)
 TOKEN_KEYS = {"input": "input_tokens", "output": "output_tokens", "cached": "cache_read_input_tokens",
               "thoughts": "reasoning_output_tokens", "tool": "tool_use_prompt_tokens"}
 MAX_DOCUMENT_BYTES = 256 * 1024**2  # a single-document session larger than this is not loaded
+TYPES = {"user", "gemini", "info", "error", "warning"}  # a message record's
 
 
 def parse_gemini(path: str | Path, final: bool = False, progress: Reading | None = None) -> Session:
@@ -29,6 +29,33 @@ def parse_gemini(path: str | Path, final: bool = False, progress: Reading | None
         replay.accept(record.line, record.data)
     replay.finish(PurePath(path))
     return session
+
+
+def detect(rec: dict) -> bool:
+    """The session's metadata line, a $set or $rewindTo line, or a message record (an id, content, no uuid)."""
+    if isinstance(rec.get("sessionId"), str) and "projectHash" in rec and "type" not in rec:
+        return True
+    if "$rewindTo" in rec or "$set" in rec:
+        return True
+    return rec.get("type") in TYPES and isinstance(rec.get("id"), str) and "content" in rec \
+        and "uuid" not in rec and "message" not in rec
+
+
+def document(doc: dict) -> bool:
+    """The older recording: one JSON document {sessionId, projectHash, messages}."""
+    if not isinstance(doc.get("messages"), list):
+        return False
+    typed = [m for m in doc["messages"] if isinstance(m, dict) and m.get("type") in TYPES]
+    return "sessionId" in doc and ("projectHash" in doc or bool(typed))
+
+
+def resembles(rec: dict) -> bool:
+    """Broadly: its ids or edits, or a user/gemini record with an id (a typed record with a uuid, sessionId or
+    message is not one of its records)."""
+    if "type" in rec and any(k in rec for k in ("uuid", "sessionId", "message")):
+        return False
+    return any(k in rec for k in ("sessionId", "$set", "$rewindTo")) or (
+        "id" in rec and rec.get("type") in ("user", "gemini"))
 
 
 def _read(path: str | Path, final: bool = False, progress: Reading | None = None) -> ReadResult:

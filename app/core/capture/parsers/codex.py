@@ -7,8 +7,7 @@ from collections import Counter
 from pathlib import Path, PurePath
 from typing import Any, Iterable, Iterator
 
-from app.core.datafiles.lines import Reading, Record, stream_jsonl
-
+from app.core.base.lines import Reading, Record, stream_jsonl
 from app.core.capture.session import Message, Part, Session
 
 # user-role messages the harness writes itself (not typed by the person)
@@ -25,6 +24,8 @@ EXIT_CODE = re.compile(r"\s*Exit code: (-?\d+)")
 ERROR_TEXT = re.compile(r"\s*(exec command rejected|patch rejected|aborted|failed to parse function arguments"
                         r"|unsupported call|error:)", re.IGNORECASE)
 HOLD_BYTES = 32 * 1024**2  # a rollout up to this size is read once, its records held; a bigger one is read twice
+TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}  # a record's envelope
+BARE_ITEMS = {"message", "reasoning", "function_call", "function_call_output", "local_shell_call"}  # older, without
 UUID_TAIL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 
 
@@ -52,6 +53,19 @@ def parse_codex(path: str | Path, final: bool = False, progress: Reading | None 
     session.problems = stream.problems + session.problems  # the reader's first, as they were
     rollout.finish()
     return session
+
+
+def detect(rec: dict) -> bool:
+    """A rollout record in its envelope, or a response item of an older rollout without one."""
+    kind = rec.get("type")
+    if kind in TYPES and "payload" in rec:
+        return True
+    return kind in BARE_ITEMS and "payload" not in rec and ("role" in rec or "call_id" in rec or "summary" in rec) \
+        and "message" not in rec
+
+
+def resembles(rec: dict) -> bool:
+    return {"timestamp", "type", "payload"} <= rec.keys()
 
 
 class _Rollout:
