@@ -6,7 +6,9 @@ serving; any failure leaves the old one), `/nightschool/rollback` (instant: the 
 `/nightschool/unpark` loads them again) and `/nightschool/shutdown`. Its state (pid, url, models) is
 `<state-dir>/server.json`, rewritten on every change. With `--db` the answers are recorded into the experience buffer
 while the user has it on (engine/serve/recorder.py; each answer carries `X-Nightschool-Experience: <id>`), and clients
-rate them with `/nightschool/feedback` (and read one back with `/nightschool/experience/<id>`)."""
+rate them with `/nightschool/feedback` (and read one back with `/nightschool/experience/<id>`). Chat completions
+speak OpenAI tools (engine/serve/openai_tools.py); `/v1/models` lists the student as `nightschool`, whatever file
+serves."""
 from __future__ import annotations
 
 import argparse
@@ -30,6 +32,8 @@ from starlette.concurrency import run_in_threadpool
 from app.core.base.files import atomic_write
 from app.core.base.fingerprint import sha256_file
 from app.core.judge import decoding
+from engine.render import supports_tools
+from engine.serve import openai_tools
 from engine.serve.recorder import Recorder, RecordingMiddleware, Refused
 
 STATE = "server.json"
@@ -61,8 +65,9 @@ def closes_tool_call(llama):
 
 def stop_at_tool_end(llama) -> None:
     """The chat handler of the GGUF's embedded template also stops at the end of the first tool call (what a model
-    writes after its call is never run; the judge cuts it the same way), and decodes tool calls under the request's
-    tool grammar."""
+    writes after its call is never run; the judge cuts it the same way), decodes tool calls under the request's
+    tool grammar, and speaks OpenAI tools (engine/serve/openai_tools: tools and tool history rendered as in
+    training, the student's calls returned as `tool_calls`)."""
     from llama_cpp.llama import StoppingCriteriaList
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -82,7 +87,7 @@ def stop_at_tool_end(llama) -> None:
 
     handler = Formatter(template, eos_token=model.token_get_text(eos) if eos >= 0 else "",
                         bos_token=model.token_get_text(bos) if bos >= 0 else "", stop_token_ids=[eos]).to_chat_handler()
-    llama.chat_handler = tool_grammar.with_tool_grammar(handler)
+    llama.chat_handler = openai_tools.speaking_tools(tool_grammar.with_tool_grammar(handler), supports_tools(template))
     tool_grammar.install(llama)  # the request's grammar applies once a call is opened, as the judge decodes
 
 
@@ -256,6 +261,9 @@ class Server:
         async def health() -> dict:
             return {"status": "ok", "model": _proxy().current.info.name}
 
+        app.get("/v1/models", dependencies=auth)(lambda: openai_tools.models(_proxy().current.info))
+        app.router.routes.insert(0, app.router.routes.pop())  # before llama-cpp-python's own /v1/models
+
         @app.get("/nightschool/status", dependencies=auth)
         async def status() -> dict:
             await run_in_threadpool(self.recorder.try_refresh)  # a setting just changed is in effect from here on
@@ -373,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse(argv)
     decoding_defaults()
+    openai_tools.accept_wire_messages()
     tool_grammar.SERVED["on"] = args.grammar == "on"
     try:
         return Server(args).run()

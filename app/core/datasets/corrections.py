@@ -67,17 +67,24 @@ def chat_message(message: dict, names: dict[str, str]) -> dict | None:
     return out
 
 
-def messages(prompt: list[dict], chosen: dict, tools: list[Any]) -> list[dict]:
-    """The example's messages: the request's (with its tools in the system prompt) and the correction last."""
+def prompt_messages(prompt: list[dict], tools: list[Any], agent_system: bool = True) -> list[dict]:
+    """A request's messages as dataset messages, its tools in the system prompt as a captured session's are (appended
+    to its own system message, or a new agent system message first). `agent_system` False: a request without tools
+    and without a system message gets none (the served model answers a plain chat as its template does)."""
     names: dict[str, str] = {}
     msgs = [m for m in (chat_message(x, names) for x in prompt if isinstance(x, dict)) if m is not None]
     listed = tool_names(tools)
     if msgs and msgs[0]["role"] == "system":
         if listed and not tools_in_system(msgs[0]["content"]):
             msgs[0] = {**msgs[0], "content": msgs[0]["content"].rstrip() + tools_line(listed)}
-    else:
+    elif listed or agent_system:
         msgs.insert(0, system_message(listed))
-    return [*msgs, chat_message({**chosen, "role": "assistant"}, names)]
+    return msgs
+
+
+def messages(prompt: list[dict], chosen: dict, tools: list[Any]) -> list[dict]:
+    """The example's messages: the request's (with its tools in the system prompt) and the correction last."""
+    return [*prompt_messages(prompt, tools), chat_message({**chosen, "role": "assistant"}, {})]
 
 
 def preference_pair(msgs: list[dict], rejected: dict, use: CorrectionUse) -> dict:

@@ -19,6 +19,7 @@ from app.core.base.store import store_address
 from app.core.ship.errors import ShipError
 
 DEFAULT_PORT = 8765
+SERVED_MODEL = "nightschool"  # the one name /v1/models lists, whichever deployed file serves: what clients name
 START_TIMEOUT = 120.0
 
 

@@ -10,6 +10,7 @@ from app.core.judge.records import Target
 from app.core.judge.report import GENERATIONS, EvalSettings, read_rows
 from app.core.judge.reward_context import RewardContext
 from app.core.ship import serving as S
+from app.core.toolcalls.convention import arguments_of, as_text, parse_student
 from tests.conftest import write_jsonl
 
 pytestmark = pytest.mark.slow
@@ -28,6 +29,12 @@ TASKS = [("Run the tests with pytest -q.", "Bash", {"command": "pytest -q"}),
          ("Look at tests/test_app.py and tell me if a test uses `a < b`.", "Read", {"file_path": "tests/test_app.py"}),
          ("Run the linter: ruff check .", "Bash", {"command": "ruff check ."}),
          ("What is 2 + 2?", None, "4.")]
+
+
+def said(message: dict) -> tuple[str, list]:
+    """An answer's words and calls (name, arguments), however it carries them: `tool_calls` or `<tool_call>` text."""
+    return ((message.get("content") or "").strip(),
+            [(c["function"]["name"], arguments_of(c["function"]["arguments"])) for c in message.get("tool_calls") or []])
 
 
 def heldout_records() -> list[dict]:
@@ -72,11 +79,12 @@ def test_smollm2_calls_parse_under_the_grammar_judged_and_served_alike(store, sm
             code, answer = S.request("POST", "/v1/chat/completions", {
                 "messages": ctx.messages, "tools": tools, "max_tokens": SETTINGS.max_new_tokens, "temperature": 0.0})
             assert code == 200, answer
-            text = (answer["choices"][0]["message"]["content"] or "").strip()
+            message = answer["choices"][0]["message"]  # the calls in `tool_calls`, written back as the judge reads
+            text = as_text(message)["content"].strip()
             got = nextaction.judge(ctx.teacher, text, names, schemas)
             served.append(got.outcome)
             assert got.outcome != "invalid_call" and got.valid == got.attempted, (text, got.why)
-            same += text == rows[ctx.key]["student"]
+            same += said(message) == said(parse_student(rows[ctx.key]["student"]))
     finally:
         S.stop()
     with capsys.disabled():

@@ -90,7 +90,9 @@ def test_train_export_deploy_chat_second_model_rollback(store, manager, shippabl
         code, body = S.request("POST", "/v1/chat/completions", {"messages": QUESTION}, key=key)
         assert code == 401, body
     code, models = S.request("GET", "/v1/models")
-    assert code == 200 and models["data"][0]["id"] == served_name() == Path(d1.row.file).stem
+    (listed,) = models["data"]  # the stable name clients use, and which file serves under it
+    assert code == 200 and listed["id"] == S.SERVED_MODEL and listed["nightschool"]["file"] == served_name()
+    assert served_name() == Path(d1.row.file).stem
     assert deployed(store, first.base_model).checkpoint_id == first.id  # the judge's pointer agrees
 
     # A checkpoint the gate failed is refused without touching the server.
@@ -111,6 +113,7 @@ def test_train_export_deploy_chat_second_model_rollback(store, manager, shippabl
     st = S.state()
     assert rb.row.action == "rollback" and st["current"]["sha256"] == d1.row.sha256 == rb.row.sha256
     assert served_name() == Path(d1.row.file).stem
+    assert S.request("GET", "/v1/models")[1]["data"][0]["id"] == S.SERVED_MODEL  # clients name it as before
     assert [h.action for h in D.history(store)] == ["rollback", "deploy", "deploy"]
     assert deployed(store, first.base_model).checkpoint_id == first.id
 
