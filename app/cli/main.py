@@ -155,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _register_groups(sub) -> None:
     """The command groups with a module each under app/cli, in the order `nightschool --help` lists them."""
     from app.cli.capture import register
+    from app.cli.connect import register as register_connect
     from app.cli.daemon import register as register_daemon
     from app.cli.datasets import register as register_datasets
     from app.cli.desktop import register as register_desktop
@@ -173,6 +174,7 @@ def _register_groups(sub) -> None:
     register_queue(sub)
     register_judge(sub)
     register_ship(sub)
+    register_connect(sub)
     register_school(sub)
     register_experience(sub)
     register_daemon(sub)

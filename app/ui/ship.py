@@ -18,6 +18,7 @@ from app.core.ship.errors import ShipError
 from app.ui.background import BackgroundController
 from app.ui.judge import read_choices as judge_choices
 from app.ui.kit import local_time
+from app.ui.ship_connect import ConnectController
 
 MARKS = {"pass": "✓", "fail": "✗", "inconclusive": "?", None: "–", "base": "◆"}
 CHAT_TURNS = 8  # messages of the conversation sent with each question (the model's context is small)
@@ -98,6 +99,7 @@ class ShipController(BackgroundController):
         self.conversation: list[dict] = []
         self.chatting = False
         self._cancel = threading.Event()  # the running operation's; Cancel and stop() set it
+        self.connections = ConnectController()  # the "Use it in…" box: agent tools connected to the served student
 
     # --- threads -------------------------------------------------------------------------------------
     def _run(self, what: str, work: Callable, done: Callable, failed: str, staged: bool = False) -> bool:
@@ -133,12 +135,14 @@ class ShipController(BackgroundController):
         """Window closing: a running export is cancelled, results still in flight are dropped (the server stays)."""
         self._closed = True
         self._cancel.set()
+        self.connections.stop()
 
     # --- reading -------------------------------------------------------------------------------------
     def refresh(self) -> None:
         """Re-read the checkpoints, the server, the deployments and the latest export, on a thread."""
         threading.Thread(target=lambda: self._post(self._on_snapshot, (read_snapshot(self.store),)),
                          name="ship-list", daemon=True).start()
+        self.connections.refresh()
 
     def _on_snapshot(self, snap: Snapshot) -> None:
         self.choices, self.served = snap.choices, snap.served

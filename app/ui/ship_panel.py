@@ -1,4 +1,5 @@
-"""Ship panel: export to GGUF (per-stage progress), deploy and roll back, Ollama / LM Studio, chat, history."""
+"""Ship panel: export to GGUF (per-stage progress), deploy and roll back, Ollama / LM Studio, the agent tools it is
+used in, chat, history."""
 from __future__ import annotations
 
 from html import escape
@@ -26,6 +27,7 @@ from app.core.ship.config import DEFAULT_QUANT, QUANTS
 from app.ui.kit import DIM_STYLE, arrange, button, heading, label, splitter
 from app.ui.ship import ShipChoice, ShipController, model_stem
 from app.ui.ship_boxes import ServedBox, StageBars, export_html
+from app.ui.ship_connect import ConnectBox
 from widgets.banner import Banner
 
 REF = Qt.ItemDataRole.UserRole
@@ -55,6 +57,7 @@ class ShipPanel(QWidget):
         controller.chatting_changed.connect(self._on_chatting)
         controller.answered.connect(self._on_answer)
         controller.message.connect(self.show_message)
+        controller.connections.message.connect(self.show_message)
         self._update_buttons()
 
     # --- layout --------------------------------------------------------------------------------------
@@ -62,6 +65,7 @@ class ShipPanel(QWidget):
         self.banner = Banner()
         self.stages = StageBars(self.controller.cancel)
         self.served = ServedBox(self.controller)
+        self.use_in = ConnectBox(self.controller.connections)
         top = splitter(Qt.Orientation.Horizontal, (self._models(), self._right()), [560, 600], stretch=1)
         self.history = QTableWidget(0, len(HISTORY))
         self.history.setHorizontalHeaderLabels(HISTORY)
@@ -118,7 +122,7 @@ class ShipPanel(QWidget):
         arrange(QVBoxLayout(chat), self.transcript, arrange(QHBoxLayout(), self.chat_edit, self.send_button,
                                                             self.clear_button))
         side = QWidget()
-        arrange(QVBoxLayout(side), self.served, chat, margins=(4, 0, 0, 0))
+        arrange(QVBoxLayout(side), self.served, self.use_in, chat, margins=(4, 0, 0, 0))
         return side
 
     # --- user actions --------------------------------------------------------------------------------
