@@ -7,8 +7,8 @@ serving; any failure leaves the old one), `/nightschool/rollback` (instant: the 
 `<state-dir>/server.json`, rewritten on every change. With `--db` the answers are recorded into the experience buffer
 while the user has it on (engine/serve/recorder.py; each answer carries `X-Nightschool-Experience: <id>`), and clients
 rate them with `/nightschool/feedback` (and read one back with `/nightschool/experience/<id>`). Chat completions
-speak OpenAI tools (engine/serve/openai_tools.py); `/v1/models` lists the student as `nightschool`, whatever file
-serves."""
+speak OpenAI tools (engine/serve/openai_tools.py), `/v1/responses` answers the Responses API through them
+(engine/serve/responses.py); `/v1/models` lists the student as `nightschool`, whatever file serves."""
 from __future__ import annotations
 
 import argparse
@@ -33,7 +33,7 @@ from app.core.base.files import atomic_write
 from app.core.base.fingerprint import sha256_file
 from app.core.judge import decoding
 from engine.render import supports_tools
-from engine.serve import openai_tools
+from engine.serve import openai_tools, responses
 from engine.serve.recorder import Recorder, RecordingMiddleware, Refused
 
 STATE = "server.json"
@@ -263,6 +263,7 @@ class Server:
 
         app.get("/v1/models", dependencies=auth)(lambda: openai_tools.models(_proxy().current.info))
         app.router.routes.insert(0, app.router.routes.pop())  # before llama-cpp-python's own /v1/models
+        responses.route(app, auth)  # the Responses API (Codex), answered by the chat handler
 
         @app.get("/nightschool/status", dependencies=auth)
         async def status() -> dict:

@@ -1,5 +1,6 @@
 """The experience recorder of the built-in server: an ASGI middleware that copies each OpenAI answer off the request
-path, and a writer thread that scrubs it and stores it in the experience buffer (when the user turned it on)."""
+path, and a writer thread that scrubs it and stores it in the experience buffer (when the user turned it on). A
+Responses API answer is kept as the chat exchange it was answered as (engine/serve/responses.py)."""
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ from app.core.base.store import Store
 from app.core.experience import buffer, config
 from app.core.experience.buffer import ExperienceError, Recorded
 from app.core.scrub.scrubber import Scrubber
+from engine.serve import responses
 
-ROUTES = {"/v1/chat/completions": "chat", "/v1/completions": "completion"}
+ROUTES = {"/v1/chat/completions": "chat", "/v1/completions": "completion", responses.ROUTE: "responses"}
 HEADER = b"x-nightschool-experience"
 CLIENT_HEADER = b"x-nightschool-client"
 QUEUE_SIZE = 256  # answers waiting for the writer; a full queue drops the newest (counted)
@@ -77,6 +79,8 @@ def client_label(header: str, request: dict, user_agent: str) -> str:
 
 def parse_answer(route: str, body: bytes, stream: bool) -> Answer:
     """The answer of a JSON response, or assembled from an SSE stream's chunks."""
+    if route == "responses":
+        return Answer(*responses.answer_of(body, stream))
     if stream:
         return _assemble([json.loads(line[5:]) for line in body.decode("utf-8").splitlines()
                           if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]")], route)
@@ -116,9 +120,7 @@ def _assemble(chunks: list[dict], route: str) -> Answer:
 
 def _merge_call(into: dict, delta: dict) -> None:
     """One streamed tool-call delta into the call being assembled (the name once, the arguments in pieces)."""
-    for key in ("id", "type"):
-        if delta.get(key):
-            into[key] = delta[key]
+    into.update({key: delta[key] for key in ("id", "type") if delta.get(key)})
     fn = delta.get("function") or {}
     target = into.setdefault("function", {"name": "", "arguments": ""})
     target["name"] = target["name"] or fn.get("name") or ""
@@ -139,10 +141,11 @@ def to_recorded(ex: Exchange, api_key: str = "") -> Recorded:
     if not isinstance(request, dict):
         raise TypeError("the request body is not a JSON object")
     answer = parse_answer(ex.route, ex.response, bool(request.get("stream")))
+    route, request = ("chat", responses.chat_request(request)) if ex.route == "responses" else (ex.route, request)
     label = client_label(ex.client_header, request, ex.user_agent)
     request, message, label = Scrubber().values([without_key(v, api_key) for v in (request, answer.message, label)])
     return Recorded(id=ex.id, request=request, answer=message, client=label, model=ex.model,
-                    model_sha256=ex.model_sha256, route=ex.route, finish_reason=answer.finish_reason,
+                    model_sha256=ex.model_sha256, route=route, finish_reason=answer.finish_reason,
                     latency_ms=round(ex.latency_ms, 2), prompt_tokens=answer.prompt_tokens,
                     completion_tokens=answer.completion_tokens,
                     created_at=datetime.fromtimestamp(ex.started, UTC))
@@ -319,13 +322,8 @@ class Recorder:
 
 def content_length(headers) -> int | None:
     """The Content-Length among ASGI response headers, or None (a streamed answer has none)."""
-    for name, value in headers:
-        if name.lower() == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
+    value = next((v for name, v in headers if name.lower() == b"content-length"), b"").strip()
+    return int(value) if value.isdigit() else None
 
 
 class Capture:

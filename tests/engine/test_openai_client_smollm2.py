@@ -2,6 +2,9 @@
 starts it, real HTTP on loopback): /v1/models names the student `nightschool`; a tool-calling request gets a
 `tool_calls` answer, and the same request streamed gets the same call in OpenAI's deltas; a call that is not valid
 comes back as text with the finish reason "invalid_tool_call", which the client reads; the recorder keeps the calls.
+The Responses API (what Codex CLI speaks) answers the same conversation, sent as Responses items, with the same call
+as a `function_call` item, whole and streamed (`client.responses.create`), and `nightschool connect codex`'s live
+check passes against it.
 
 How the call is brought about, honestly: SmolLM2-135M-Instruct untrained seldom calls a tool from a bare request, so
 the conversation shows it three earlier turns in which it called one (assistant `tool_calls` and `tool` results in
@@ -16,6 +19,8 @@ import pytest
 
 from app.core.experience import config
 from app.core.ship import serving
+from app.core.ship.connect import check, endpoint
+from app.core.ship.connect.agent import RESPONSES
 from engine.loading import embedded_gguf
 
 pytestmark = pytest.mark.slow
@@ -39,6 +44,19 @@ def history(task: str) -> list[dict]:
                      "function": {"name": name, "arguments": json.dumps(args)}}]},
                 {"role": "tool", "tool_call_id": f"call_{i}", "content": result}]
     return [*out, {"role": "user", "content": task}]
+
+
+def as_items(messages: list[dict]) -> list[dict]:
+    """The same conversation as Responses API input items, as Codex sends one."""
+    out = []
+    for m in messages:
+        if m["role"] == "tool":
+            out.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": m["content"]})
+        elif m.get("tool_calls"):
+            out += [{"type": "function_call", "call_id": c["id"], **c["function"]} for c in m["tool_calls"]]
+        else:
+            out.append({"type": "message", "role": m["role"], "content": [{"type": "input_text", "text": m["content"]}]})
+    return out
 
 
 @pytest.fixture
@@ -103,3 +121,43 @@ def test_openai_client_calls_tools_whole_and_streamed(client):
     chunks = list(client.chat.completions.create(**ask, stream=True))
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == choice.message.content
     assert chunks[-1].choices[0].finish_reason == "invalid_tool_call"
+
+    responses_api(client, [{"type": "function", **t["function"]} for t in TOOLS])
+
+
+def responses_api(client, tools: list[dict]) -> None:
+    """The Responses API on the real model: the conversation above as Codex sends it, whole and streamed."""
+    ask = dict(model=serving.SERVED_MODEL, input=as_items(history("Run git status.")), tools=tools,
+               max_output_tokens=48, temperature=0, store=False)
+    raw = client.responses.with_raw_response.create(**ask)
+    answer = raw.parse()
+    (call,) = answer.output
+    assert (call.type, call.name, json.loads(call.arguments)) == ("function_call", "Bash", {"command": "git status"})
+    assert call.call_id.startswith("call_") and answer.status == "completed"
+    assert answer.usage.input_tokens > 100 and 0 < answer.usage.output_tokens <= 48
+    kept = recorded(raw)  # kept as the chat exchange it was, the call as a chat tool call
+    assert kept["route"] == "chat" and kept["answer"]["tool_calls"][0]["function"]["name"] == "Bash"
+
+    with client.responses.with_streaming_response.create(**ask, stream=True) as streamed:
+        events = list(streamed.parse())
+        exp_id = streamed.headers["x-nightschool-experience"]
+    assert [e.type for e in events[:3]] == ["response.created", "response.in_progress", "response.output_item.added"]
+    assert events[-1].type == "response.completed" and events[-1].response.usage.total_tokens > 100
+    arguments = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
+    assert json.loads(arguments) == {"command": "git status"}
+    (done,) = events[-1].response.output
+    assert (done.name, done.arguments) == ("Bash", arguments)
+    code, kept = serving.request("GET", f"/nightschool/experience/{exp_id}")
+    assert code == 200 and json.loads(kept["answer"]["tool_calls"][0]["function"]["arguments"]) == {
+        "command": "git status"}
+
+    checked = check.live(endpoint.current(), RESPONSES)  # what `nightschool connect codex` checks
+    assert checked.ok, checked.why
+
+    # A conversation longer than the context (refused before any token is evaluated): said as the Responses API says
+    # it, with the code Codex reads as "too long" when streamed.
+    long = {**ask, "input": "word " * 5000}
+    with pytest.raises(openai.BadRequestError, match="exceed context window"):
+        client.responses.create(**long)
+    (failed,) = [e for e in client.responses.create(**long, stream=True) if e.type == "response.failed"]
+    assert failed.response.error.code == "context_length_exceeded"

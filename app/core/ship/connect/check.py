@@ -75,7 +75,8 @@ def live(ep: Endpoint, wire: str, timeout: float = TIMEOUT) -> Check:
         detail = str(body.get("detail") or body.get("error") or body)[:200]
         why = f"the server answered {code} ({detail})"
         if code == 404 and wire == RESPONSES:
-            why += "; Codex speaks only the Responses API, which this server does not serve yet"
+            why += ("; Codex speaks only the Responses API, which this server does not serve: it is an older one — "
+                    "restart it (nightschool serve stop, then nightschool serve start)")
         return Check(False, route, code, why=why)
     try:
         called, text = (_responses_answer if wire == RESPONSES else _chat_answer)(body)

@@ -29,7 +29,8 @@ def responses_answer(model: str) -> dict:
 
 class StandInStudent:
     """The stand-in served student: start() serves and writes serve/server.json; close() stops and removes it.
-    `responses=False` answers /v1/responses 404, as llama-cpp-python's server does today."""
+    `responses=False` answers /v1/responses 404, as llama-cpp-python's own server (and ours before it served the
+    Responses API) does."""
 
     def __init__(self, responses: bool = True) -> None:
         self.responses = responses

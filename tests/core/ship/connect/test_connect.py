@@ -172,14 +172,15 @@ def test_codex_from_the_command_line_on_a_fresh_home(home, student, capsys):
 
 
 def test_codex_check_says_the_server_lacks_the_responses_api(home):
-    """llama-cpp-python's server answers /v1/responses 404 (today): the check says that is what Codex needs."""
+    """A server without the Responses API (an older one) answers /v1/responses 404: the check says that is what
+    Codex needs, and how to get it (restart the server)."""
     served = StandInStudent(responses=False)
     try:
         done = connection.connect("codex")
     finally:
         served.close()
     assert done.written and not done.check.ok and done.check.status == 404
-    assert "Codex speaks only the Responses API" in done.check.why
+    assert "Codex speaks only the Responses API" in done.check.why and "nightschool serve start" in done.check.why
 
 
 def test_a_stopped_server_is_said_and_the_files_are_written_anyway(home):
