@@ -3,7 +3,12 @@ into the store (not by ingesting 20 GB), each already learned from by a cycle, p
 
     .venv/bin/python -m bench.bench_scale [--sizes 1000,10000,100000] [--new 50] [--keep DIR] [--margin-s 0]
 
-For each size: an incremental build of the 50 new sessions (the real builder in-process, a small BPE tokenizer),
+For each size: the cycle learning every session stored (its dataset registered, then what the end of its training
+stage does: `datasets.pending.refresh` takes the sessions out of the kept set of what is left to read; the
+sessions generated since the last look come in at once: one probe each, so this row grows with the size), then an
+incremental build of the 50 new sessions (the real builder in-process, a small BPE tokenizer; the new sessions'
+content is the same at every size), the build's read of the sessions (load_conversations) by the kept set and by
+the probe of every stored session it replaced (best of 3 each),
 `school status` (School.status: the new-sessions count, readiness; its first look after the cycle learned apart,
 then the best of 3), the contradiction scan (20 recorded answers
 whose requests a captured session answered), the Capture tab's reads (totals, the per-day chart's 90 days,
@@ -35,7 +40,12 @@ from bench.machine import load_line  # noqa: E402
 from bench.synthetic_sessions import populate  # noqa: E402
 
 BASE = "default"
+NEW_SEED = 10**9  # the new sessions' generator seed (less the index they start at)
 MAX_DAYS = 90  # the Capture tab's per-day chart (app/ui/capture_panel.MAX_DAYS)
+
+
+def quiet(*_) -> None:
+    return None
 
 
 def timed(fn, repeat: int = 1) -> float:
@@ -57,7 +67,9 @@ class Corpus:
         self.pending: dict[str, str] = {}  # session id -> content sha256, not yet in a learned dataset
         self.user_texts: list[tuple[str, str]] = []  # (session id, a user message) to ask the contradiction scan
 
-    def grow(self, n: int) -> None:
+    def grow(self, n: int, alike: bool = False) -> None:
+        """n more sessions; `alike`: the same content whatever the size (the generator's seed is offset by where it
+        starts), so the new sessions each size builds cost the same to render."""
         from app.core.datasets.convert import conversation, trimmed
 
         def written(rows: list[dict], messages: list[dict]) -> None:
@@ -75,14 +87,18 @@ class Corpus:
                 if first_user and r["parent_id"] is None and len(self.user_texts) < 20:
                     self.user_texts.append((r["id"], first_user))
 
-        populate(self.store, n, start_index=self.size, written=written)
+        populate(self.store, n, seed=NEW_SEED - self.size if alike else 7, start_index=self.size, written=written)
         self.size += n
 
-    def learn(self, name: str) -> None:
-        """Register the pending sessions as one SFT dataset a finished cycle trained on."""
+    def learn(self, name: str) -> float:
+        """Register the pending sessions as one SFT dataset a finished cycle trained on, and take them out of the
+        kept set of what is left to read as the end of its training stage does: its seconds (they grow with what the
+        cycle learned and with the sessions generated since the last look, all of them here)."""
         from sqlalchemy import insert
 
         from app.core.base.schema import BuiltDataset, CycleRow, DatasetSession
+        from app.core.datasets import pending
+        from app.core.runtime.school import cycles
 
         with self.store.engine.begin() as conn:
             ds = conn.execute(insert(BuiltDataset).values(
@@ -95,6 +111,9 @@ class Corpus:
                 base_model=BASE, stage="deploying", state="done", trigger="bench",
                 outputs_json=json.dumps({"building": {"dataset": name}, "training": {"job": 1}})))
         self.pending.clear()
+        started = time.perf_counter()  # what the end of a cycle's training stage does (cycles.end_stage)
+        pending.refresh(self.store, BASE, cycles.learned_from(self.store, BASE))
+        return time.perf_counter() - started
 
     def answers(self) -> None:
         """Recorded answers (before the sessions that answered the same request) for the contradiction scan."""
@@ -139,7 +158,9 @@ class _rendering_clock:  # noqa: N801 - used as a context of one build
 def measure(corpus: Corpus, renderer, tmp: Path, new: int) -> dict[str, float]:
     from app.cli.capture import cmd_status
     from app.core.capture.queries import CaptureQueries
-    from app.core.datasets.builder import build
+    from app.core.datasets import pending
+    from app.core.datasets.builder import build, load_conversations
+    from app.core.datasets.examples import Build
     from app.core.datasets.catalog import Registry
     from app.core.datasets.config import BuildConfig
     from app.core.experience import buffer
@@ -148,21 +169,24 @@ def measure(corpus: Corpus, renderer, tmp: Path, new: int) -> dict[str, float]:
     from app.core.runtime.school.facade import School
 
     store = corpus.store
-    corpus.learn(f"learned-{corpus.size}")
-    corpus.grow(new)
+    out: dict[str, float] = {"cycle learned (all)": corpus.learn(f"learned-{corpus.size}")}  # grows with them
+    corpus.grow(new, alike=True)
     corpus.answers()
-    out: dict[str, float] = {}
-    learned = cycles.learned_from(store, BASE)
-    config = BuildConfig(base_model=BASE, name=f"new-{corpus.size}", mode="incremental", learned_from=learned)
+    config = BuildConfig(base_model=BASE, name=f"new-{corpus.size}", mode="incremental",
+                         learned_from=cycles.learned_from(store, BASE))
     target = tmp / f"build-{corpus.size}"
     rendering = _rendering_clock()
     out["incremental build"] = timed(lambda: build(store, config, renderer, target))
     out["build, all but rendering"] = out["incremental build"] - rendering.spent  # what grows with the store
     rendering.stop()
     made = json.loads((target / "manifest.json").read_text())
+    skip = Registry(store).unchanged_since_used(BASE, config.learned_from)
+    out["sessions read (kept)"] = timed(lambda: load_conversations(
+        store, config, Build(), quiet, None, pending.reading(store, config)), 3)
+    out["sessions read (probe)"] = timed(lambda: load_conversations(store, config, Build(), quiet, skip), 3)
     out["  sessions built"] = len(made.get("sessions", []))
     school = School(store)
-    out["school status, first"] = timed(school.status)  # the first look after a cycle learned (a recount)
+    out["school status, first"] = timed(school.status)  # the first look after a cycle learned
     out["school status"] = timed(school.status, 3)
     out["  new sessions"] = school.status()["next"]["new_sessions"]
     out["contradiction scan"] = timed(lambda: scan(store), 3)
@@ -182,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new", type=int, default=50)
     parser.add_argument("--keep", metavar="DIR", help="work in DIR (empty or new) and leave the store there")
     parser.add_argument("--margin-s", type=float, default=0.0,
-                        help="runtime/school/newcount.MARGIN in seconds (the app's: 600). The generator writes every "
+                        help="datasets/pending.MARGIN in seconds (the app's: 600). The generator writes every "
                              "session in the minutes before the looks, where a real store's lie months back: with "
                              "600 s a look probes all of them, as one would within 10 minutes of a bulk import")
     args = parser.parse_args(argv)
@@ -198,9 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["NIGHTSCHOOL_HOME"] = str(tmp / "home")
         from datetime import timedelta
 
-        from app.core.runtime.school import newcount
+        from app.core.datasets import pending
 
-        newcount.MARGIN = timedelta(seconds=args.margin_s)
+        pending.MARGIN = timedelta(seconds=args.margin_s)
         from transformers import AutoTokenizer
 
         from app.core.base.store import Store
@@ -211,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         renderer = Renderer(AutoTokenizer.from_pretrained(folder), label)
         store = Store()  # the data dir's own store, the one `capture status` opens
         corpus = Corpus(store)
-        print(f"before: {load_line()}; newcount.MARGIN {newcount.MARGIN.total_seconds():.0f} s")
+        print(f"before: {load_line()}; pending.MARGIN {pending.MARGIN.total_seconds():.0f} s")
         rows: dict[int, dict[str, float]] = {}
         for size in sizes:
             t = time.perf_counter()

@@ -104,12 +104,20 @@ def cmd_status(args) -> int:
         print(f"  {s['agent']:12} {s['state']:12} {s['root']}" + (f"  ({s['error']})" if s.get("error") else ""))
     agents = ", ".join(f"{n} {a}" for a, n in sorted(totals.by_agent.items())) or "none yet"
     print(f"Sessions: {totals.sessions} ({agents}); messages: {totals.messages}; files followed: {totals.files}")
+    print(student_line(totals.by_actor))
     print(f"Lines in: {totals.lines_in} = stored {totals.stored} + quarantined "
           f"{totals.quarantined_lines} + skipped {totals.skipped}; "
           f"quarantine entries: {totals.quarantined}")
     if ingestor.config.exclude or ingestor.config.include:
         print(f"Project rules: include {ingestor.config.include or 'all'}, exclude {ingestor.config.exclude}")
     return 0
+
+
+def student_line(by_actor: dict[str, int]) -> str:
+    """The student's own work, counted apart from the teacher's (capture/actors)."""
+    return (f"Sessions by who acted: teacher {by_actor.get('teacher', 0)}, the student's own work "
+            f"{by_actor.get('student', 0)} (kept apart, never a teacher example), mixed {by_actor.get('mixed', 0)} "
+            "(their teacher turns only)")
 
 
 def cmd_scan(_args) -> int:

@@ -12,7 +12,7 @@ from app.cli.teacher import cmd_teacher
 from app.core.base.errors import Explained
 
 STATES = ("recorded", "flagged", "corrected")
-KINDS = ("invalid_tool_call", "rambled", "empty", "client", "contradicted")
+KINDS = ("invalid_tool_call", "rambled", "empty", "client", "contradicted", "tool_failed")
 ON_WORDS = ("the built-in server now records each request and the student's answer, with the client's label, the "
             "model, the latency and the tokens. Both are scrubbed like captured sessions (secrets removed); the API "
             "key is never stored. At most {rows} entries are kept, none older than {days} days. Answers that need "

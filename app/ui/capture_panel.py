@@ -36,6 +36,11 @@ ALL = "(all projects)"
 SESSION_COLUMNS = ["Started", "Agent", "Project", "Title", "Msgs", "Tools", "Errors", "Outcome"]
 
 
+def _acted(row) -> str:
+    """The agent, and who acted where it was not the teacher: "codex (student)", "codex (mixed)"."""
+    return row.agent if row.actor == "teacher" else f"{row.agent} ({row.actor})"
+
+
 def ago(epoch: float | None) -> str:
     if epoch is None:
         return "—"
@@ -139,9 +144,14 @@ class CapturePanel(QWidget):
         t = q.totals()
         g = grouped
         agents = ", ".join(f"{g(n)} {a}" for a, n in sorted(t.by_agent.items())) or "none yet"
-        self.totals.setText(f"<b>{g(t.sessions)} sessions</b> ({agents}) · {g(t.messages)} messages · "
+        own, mixed = t.by_actor.get("student", 0), t.by_actor.get("mixed", 0)
+        student = (f" · <b>the student's own work: {g(own)}</b>" + (f" (+{g(mixed)} mixed)" if mixed else "")
+                   if own or mixed else "")
+        self.totals.setText(f"<b>{g(t.sessions)} sessions</b> ({agents}){student} · {g(t.messages)} messages · "
                             f"{g(t.quarantined)} in quarantine · {g(t.lines_in)} lines in = {g(t.stored)} stored + "
                             f"{g(t.quarantined_lines)} quarantined + {g(t.skipped)} skipped")
+        self.totals.setToolTip("The student's own work: sessions the school's student (or a model capture.json lists "
+                               "as not a teacher) acted in; kept apart, never a teacher example")
         self._fill_charts(q.sessions_per_day(MAX_DAYS), q.tool_histogram())
         projects = q.projects()
         fill(self.projects, [[ALL, sum(p[1] for p in projects), sum(p[2] for p in projects)], *map(list, projects)],
@@ -170,8 +180,8 @@ class CapturePanel(QWidget):
         if self.project == "(none)":
             rows = [r for r in rows if r.project is None]
         self.rows = {r.id: r for r in rows}
-        fill(self.sessions, [[local_time(r.started_at, zoneless_utc=False), r.agent, r.project, r.title, r.messages,
-                              r.tool_calls, r.errors, r.outcome] for r in rows], [r.id for r in rows])
+        fill(self.sessions, [[local_time(r.started_at, zoneless_utc=False), _acted(r), r.project, r.title,
+                              r.messages, r.tool_calls, r.errors, r.outcome] for r in rows], [r.id for r in rows])
         reselect(self.sessions, self.session_id)
         current = self.rows.get(self.session_id)
         if current is not None and (current.id, current.messages) != self.shown:

@@ -10,7 +10,7 @@ from app.ui.kit import local_time
 
 REASON_WORDS = {"invalid_tool_call": "invalid tool call", "rambled": "ran to the token limit",
                 "empty": "empty answer", "client": "marked bad by the client",
-                "contradicted": "contradicted by a teacher session"}
+                "contradicted": "contradicted by a teacher session", "tool_failed": "its tool call failed"}
 NOTHING_DUE = "no flagged answer is due (each has a correction or waits out its cooldown)"
 STATE_WORDS = {"recorded": "fine", "flagged": "waits for a correction", "corrected": "corrected"}
 

@@ -99,7 +99,7 @@ class ShipController(BackgroundController):
         self.conversation: list[dict] = []
         self.chatting = False
         self._cancel = threading.Event()  # the running operation's; Cancel and stop() set it
-        self.connections = ConnectController()  # the "Use it in…" box: agent tools connected to the served student
+        self.connections = ConnectController(store)  # "Use it in…": agent tools connected to the student, its work
 
     # --- threads -------------------------------------------------------------------------------------
     def _run(self, what: str, work: Callable, done: Callable, failed: str, staged: bool = False) -> bool:

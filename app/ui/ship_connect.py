@@ -9,7 +9,7 @@ from html import escape
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QHBoxLayout, QLabel, QVBoxLayout
 
-from app.core.ship.connect import connection
+from app.core.ship.connect import connection, work
 from app.core.ship.connect.agents import AGENTS
 from app.ui.background import BackgroundController
 from app.ui.kit import DIM_STYLE, arrange, button, label
@@ -20,14 +20,20 @@ class ConnectController(BackgroundController):
 
     tools_changed = Signal(object)  # list of connection.connections() rows
     planned = Signal(object)  # a plan's payload: what connecting would write where (nothing written yet)
+    work_changed = Signal(object)  # ship/connect/work.read: what the student did where it is connected
 
-    def __init__(self) -> None:
+    def __init__(self, store=None) -> None:
         super().__init__()
+        self.store = store
         self.tools: list[dict] = []
 
     def refresh(self) -> None:
-        threading.Thread(target=lambda: self._post(self._on_tools, (connection.connections(),)),
-                         name="connect-list", daemon=True).start()
+        def read() -> None:
+            self._post(self._on_tools, (connection.connections(),))
+            if self.store is not None:
+                self._post(self.work_changed.emit, (work.read(self.store),))
+
+        threading.Thread(target=read, name="connect-list", daemon=True).start()
 
     def _on_tools(self, tools: list[dict]) -> None:
         self.tools = tools
@@ -104,13 +110,15 @@ class ConnectBox(QGroupBox):
             for col, widget in enumerate((QLabel(agent.title), self.states[agent.name],
                                           self.connect_buttons[agent.name], self.disconnect_buttons[agent.name])):
                 grid.addWidget(widget, row, col)
+        self.work = label(style=DIM_STYLE, selectable=True)  # where it is connected, what it did there this week
         self.plan = label(selectable=True)
         self.write_button = button("Write it", self.write, "Back up each file, then write the entry shown")
         self.cancel_button = button("Cancel", self.cancel, "Write nothing")
         self.plan_row = QHBoxLayout()
         arrange(self.plan_row, 1, self.write_button, self.cancel_button)
-        arrange(QVBoxLayout(self), grid, self.plan, self.plan_row)
+        arrange(QVBoxLayout(self), grid, self.work, self.plan, self.plan_row)
         controller.tools_changed.connect(self._on_tools)
+        controller.work_changed.connect(lambda reading: self.work.setText(work.words(reading)))
         controller.planned.connect(self._on_plan)
         controller.busy_changed.connect(self._on_busy)
         self.cancel()

@@ -16,11 +16,13 @@ CODE_ROOT = Path(__file__).resolve().parents[3]  # the checkout (or bundle) hold
 MAX_SOCKET_PATH = 100
 
 
-def data_dir() -> Path:
-    """The data dir: $NIGHTSCHOOL_HOME if set, else the platform's user data dir."""
+def data_dir(create: bool = True) -> Path:
+    """The data dir: $NIGHTSCHOOL_HOME if set, else the platform's user data dir (made unless `create` is False: a
+    reader of one file there need not make it)."""
     env = os.environ.get("NIGHTSCHOOL_HOME")
     path = Path(env).expanduser() if env else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return path
 
 

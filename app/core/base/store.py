@@ -19,7 +19,7 @@ from app.core.base.errors import Explained
 MIGRATIONS = Path(__file__).with_name("migrations")
 URL_ENV = "NIGHTSCHOOL_DATABASE_URL"  # e.g. postgresql+psycopg://user@host/nightschool
 URL_FILE = "database_url"  # the same, one line in the config dir (the env var wins)
-LOCKS = {"migrate": 7001, "queue": 7002, "cycles": 7003}  # advisory lock keys (PostgreSQL)
+LOCKS = {"migrate": 7001, "queue": 7002, "cycles": 7003, "pending": 7004}  # advisory lock keys (PostgreSQL)
 
 
 class StoreError(Explained, RuntimeError):

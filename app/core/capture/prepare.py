@@ -10,7 +10,7 @@ from pathlib import Path, PurePath
 
 from app.core.base import paths
 from app.core.base.lines import Reading
-from app.core.capture import agents, rows
+from app.core.capture import actors, agents, rows
 from app.core.capture.session import Session
 from app.core.capture.sources import CaptureConfig
 from app.core.capture.spill import SPILL_FILE_BYTES, Spill
@@ -97,6 +97,7 @@ def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber
         session = agents.load(row.parser)(main, final=final, progress=reading, **kw)
         counts = {f: counts_of(agent, s) for f, s in group_files(main, session).items()}
         keep = config.keeps(session.project, session.cwd)
+        actors.mark(session, actors.students(config))
         before = scrubber.report.total
         if keep:
             scrub(scrubber, session)

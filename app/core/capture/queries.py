@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 
 from app.core.base.schema import AgentSession, CaptureCount, CaptureFile, ImportRow, MessageRow, QuarantineRow
 from app.core.base.store import Store
-from app.core.capture import derived
+from app.core.capture import actors, derived
 from app.core.capture.rows import parts_of
 from app.core.capture.session import Part
 
@@ -24,6 +24,7 @@ class Totals:
     stored: int = 0
     quarantined_lines: int = 0  # lines (quarantined counts entries, whole refused files included)
     skipped: int = 0
+    by_actor: dict[str, int] = field(default_factory=dict)  # top-level sessions by who acted: teacher, student, mixed
 
 
 @dataclass
@@ -39,6 +40,7 @@ class SessionSummary:
     outcome: str
     model: str | None
     subagents: int = 0
+    actor: str = "teacher"  # who acted (capture/actors): teacher | student | mixed
 
 
 @dataclass
@@ -70,6 +72,7 @@ class CaptureQueries:
     def totals(self) -> Totals:
         """Counts kept by deltas (derived.counted): what it costs follows what was stored since the last look."""
         derived.counted(self.store)
+        by_actor = actors.counts(self.store, actors.current(self.store))
         with self.store.session() as db:
             by_agent = dict(db.execute(select(CaptureCount.agent, func.sum(CaptureCount.sessions)).where(
                 CaptureCount.root == 1).group_by(CaptureCount.agent)).all())
@@ -81,7 +84,8 @@ class CaptureQueries:
                           messages=db.scalar(select(func.coalesce(func.sum(CaptureCount.message_rows), 0))),
                           files=db.scalar(select(func.count()).select_from(CaptureFile)) or 0,
                           quarantined=db.scalar(select(func.count()).select_from(QuarantineRow)) or 0,
-                          lines_in=counts[0], stored=counts[1], quarantined_lines=counts[2], skipped=counts[3])
+                          lines_in=counts[0], stored=counts[1], quarantined_lines=counts[2], skipped=counts[3],
+                          by_actor=by_actor)
 
     def sessions_per_day(self, days: int | None = None) -> dict[str, dict[str, int]]:
         """{day: {agent: sessions}} for top-level sessions, days in order (`days`: the newest that many only)."""
@@ -134,7 +138,7 @@ class CaptureQueries:
             subs = dict(db.execute(select(AgentSession.parent_id, func.count()).where(
                 AgentSession.parent_id.in_([r.id for r in rows])).group_by(AgentSession.parent_id)).all())
         return [SessionSummary(r.id, r.agent, r.project, r.title, r.started_at, r.messages, r.tool_calls, r.errors,
-                               r.outcome, r.model, subs.get(r.id, 0)) for r in rows]
+                               r.outcome, r.model, subs.get(r.id, 0), r.actor) for r in rows]
 
     def signals(self, session_id: str) -> dict:
         with self.store.session() as db:
@@ -145,7 +149,7 @@ class CaptureQueries:
         with self.store.session() as db:
             rows = db.scalars(select(AgentSession).where(AgentSession.parent_id == session_id)).all()
         return [SessionSummary(r.id, r.agent, r.project, r.title, r.started_at, r.messages, r.tool_calls, r.errors,
-                               r.outcome, r.model) for r in rows]
+                               r.outcome, r.model, actor=r.actor) for r in rows]
 
     def transcript(self, session_id: str, branch: int | None = 0) -> list[TranscriptMessage]:
         """A session's messages (branch 0: the one that reached the end; None: every branch)."""

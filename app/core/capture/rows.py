@@ -24,7 +24,7 @@ import orjson
 
 from app.core.base.clock import utcnow
 from app.core.capture.behaviour import signals
-from app.core.capture.session import Message, Part, Session
+from app.core.capture.session import MODELS_SEP, Message, Part, Session
 
 TITLE_CHARS = 120
 
@@ -68,13 +68,18 @@ def _session_row(sid: str, session: Session, parent: str | None) -> dict:
     return dict(
         id=sid, agent=session.agent, native_id=session.session_id, parent_id=parent, spawned_by=session.spawned_by,
         source_path=session.source_path, project=session.project, cwd=session.cwd, git_branch=session.git_branch,
-        agent_version=session.agent_version, model=session.model, started_at=session.started_at,
+        agent_version=session.agent_version, model=session.model, models=_models(session), actor=session.actor,
+        started_at=session.started_at,
         ended_at=session.ended_at, day=_day(session.started_at or session.ended_at),
         messages=len(session.messages), turns=sum(1 for t in session.turns() if t.request), tool_calls=tool_calls,
         errors=sig.errors, input_tokens=usage.get("input_tokens", 0), output_tokens=usage.get("output_tokens", 0),
         compactions=session.compactions, abandoned_branches=len(session.abandoned), outcome=sig.outcome,
         exploration=sig.exploration, signals_json=json.dumps(sig.as_dict()), secrets_scrubbed=0,
         title=_title(session), updated_at=utcnow())
+
+
+def _models(session: Session) -> str | None:
+    return MODELS_SEP.join(session.acting_models()) or None
 
 
 def _message_rows(sid: str, session: Session) -> Iterator[dict]:

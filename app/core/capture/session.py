@@ -5,6 +5,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+MODELS_SEP = ","  # sessions.models: the acting models joined, in the order they first acted
 Role = Literal["user", "assistant", "tool", "system"]
 PartKind = Literal["text", "thinking", "tool_call", "tool_result", "image"]
 
@@ -65,6 +66,7 @@ class Session:
     git_branch: str | None = None
     agent_version: str | None = None
     model: str | None = None
+    actor: str = "teacher"  # who acted: teacher | student | mixed (capture/actors.mark, from the messages' models)
     started_at: str | None = None
     ended_at: str | None = None
     messages: list[Message] = field(default_factory=list)  # the branch that reached the end, in order
@@ -90,6 +92,16 @@ class Session:
                     continue
             turns[-1].replies.append(msg)
         return turns
+
+    def acting_models(self) -> list[str]:
+        """The models its assistant messages name (every branch), in the order they first acted; a placeholder in
+        angle brackets (Claude Code's `<synthetic>` replies) names none."""
+        seen: dict[str, None] = {}
+        for branch in (self.messages, *self.abandoned):
+            for m in branch:
+                if m.role == "assistant" and m.model and not m.model.startswith("<"):
+                    seen.setdefault(m.model.replace(MODELS_SEP, " "), None)
+        return list(seen)
 
     def tool_sequence(self) -> list[str]:
         return [p.tool_name or "?" for m in self.messages for p in m.tool_calls()]

@@ -22,6 +22,9 @@ class CaptureConfig(BaseModel):
     exclude: list[str] = Field(default_factory=list)  # wins over include
     watch: bool = True
     workers: int = Field(default=0, ge=0)  # processes preparing a big scan's files: 0 = one per core (up to 8), 1 = none
+    # models whose sessions are the student's own work, never the teacher's (names or globs, any case: "qwen2.5-coder*",
+    # "ollama/*"); the school's served student is always one (capture/actors)
+    not_teachers: list[str] = Field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path | None = None) -> CaptureConfig:

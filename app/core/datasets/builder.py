@@ -17,8 +17,9 @@ from sqlalchemy import func, select
 
 from app.core.base.schema import AgentSession, MessageRow, SessionMark
 from app.core.base.store import Store
+from app.core.capture import actors
 from app.core.scrub.scrubber import Scrubber
-from app.core.datasets import checks, corrections, dedup, filters, manifest, windows
+from app.core.datasets import checks, corrections, dedup, filters, manifest, pending, windows
 from app.core.datasets.catalog import Registry, default_name
 from app.core.datasets.config import BuildConfig
 from app.core.datasets.convert import Conversation, conversation, trimmed
@@ -40,23 +41,32 @@ def _marks(store: Store) -> dict[str, float]:
 
 
 def load_conversations(store: Store, config: BuildConfig, b: Build, progress: Progress,
-                       skip: Any = None) -> list[Conversation]:
+                       skip: Any = None, reading: pending.Reading | None = None) -> list[Conversation]:
     """Stored sessions through the filters and into conversations, oldest first; `skip` (a clause on AgentSession)
-    leaves sessions unread (counted in `b.unread` and in the sessions seen)."""
-    query = select(AgentSession).order_by(AgentSession.started_at, AgentSession.id)
-    with store.session() as s:
-        sessions = list(s.scalars(query.where(~skip) if skip is not None else query))
-        # the rest were skipped: one count of every session (an index's length) instead of a second probe of each
-        skipped = s.scalar(select(func.count()).select_from(AgentSession)) - len(sessions) if skip is not None else 0
-    b.unread = skipped
-    b.counts["sessions"] = len(sessions) + skipped
+    leaves sessions unread (counted in `b.unread` and in the sessions seen); `reading` (an incremental build's kept
+    set) reads what it holds, counts what earlier builds of the same filters dropped, and keeps what this one drops."""
+    students = actors.current(store)  # who is the student now: its sessions' verdicts first brought in line
     marks = _marks(store)
     bad = {sid for sid, weight in marks.items() if weight <= 0}
-    read, sessions = len(sessions), [sess for sess in sessions if sess.id not in bad]
-    if len(sessions) < read:
-        b.filters["marked bad"] = read - len(sessions)
-    kept, removed = filters.apply(sessions, config.filters)
-    b.filters.update({name: removed.get(name, 0) for name, _ in filters.rules(config.filters)})
+    settled: Counter = Counter()
+    if reading is None:
+        query = select(AgentSession).order_by(AgentSession.started_at, AgentSession.id)
+        with store.session() as s:
+            sessions = list(s.scalars(query.where(~skip) if skip is not None else query))
+            # the rest were skipped: one count of every session (an index's length) instead of a second probe of each
+            stored = s.scalar(select(func.count()).select_from(AgentSession)) if skip is not None else len(sessions)
+        read, sessions = len(sessions), [sess for sess in sessions if sess.id not in bad]
+        marked_bad = read - len(sessions)
+    else:
+        got = reading.load(store)
+        sessions, stored, read, marked_bad, settled = got.sessions, got.stored, got.read, got.bad, got.settled
+    b.unread = stored - read
+    b.counts["sessions"] = stored
+    if marked_bad:
+        b.filters["marked bad"] = marked_bad
+    verdicts: dict[str, str] = {}
+    kept, removed = filters.apply(sessions, config.filters, verdicts)
+    b.filters.update({name: removed.get(name, 0) + settled.pop(name, 0) for name, _ in filters.rules(config.filters)})
     rescued = [sess for sess in sessions if marks.get(sess.id, 1.0) > 1.0 and sess not in kept]
     if rescued:  # a session marked good is kept whatever the filters say
         b.counts["kept: marked good"] = len(rescued)
@@ -66,18 +76,29 @@ def load_conversations(store: Store, config: BuildConfig, b: Build, progress: Pr
         for i, sess in enumerate(kept):
             rows = s.scalars(select(MessageRow).where(MessageRow.session_id == sess.id, MessageRow.branch == 0)
                              .order_by(MessageRow.seq)).all()
-            conv = conversation(sess, rows, config.thinking, config.max_tool_output)
-            if sess.outcome == "abandoned":
-                conv = _completed(conv, config, b)
+            conv = conversation(sess, rows, config.thinking, config.max_tool_output, students)
+            if conv.student_turns:  # a mixed session: the teacher's turns only
+                b.counts["turns of the student's own work left out"] += conv.student_turns
+                if not any(m["role"] == "assistant" for m in conv.messages):
+                    b.filters[filters.STUDENT_WORK] += 1
+                    verdicts[sess.id] = filters.STUDENT_WORK
+                    conv = None
+            if conv is not None and sess.outcome == "abandoned":
+                conv = _completed(conv, config, b, verdicts)
             if conv is not None:
                 out.append(conv)
             progress("load", i + 1, len(kept))
+    for name, n in settled.items():  # dropped by the cut of an abandoned session's tail
+        b.filters[name] += n
+    if reading is not None:
+        reading.judged(store, verdicts)
     return out
 
 
-def _completed(conv: Conversation, config: BuildConfig, b: Build) -> Conversation | None:
+def _completed(conv: Conversation, config: BuildConfig, b: Build,
+               verdicts: dict[str, str] | None = None) -> Conversation | None:
     """An abandoned session's completed turns, if they still pass the tool-call and step filters (the unfinished
-    tail's calls no longer count); counted under the filter that removes it otherwise."""
+    tail's calls no longer count); counted under the filter that removes it otherwise (named in `verdicts`)."""
     cut = trimmed(conv)
     calls = sum(len(m.get("tool_calls") or []) for m in cut.messages) if cut else 0
     steps = calls + (1 if cut and not cut.messages[-1].get("tool_calls") else 0)
@@ -87,6 +108,8 @@ def _completed(conv: Conversation, config: BuildConfig, b: Build) -> Conversatio
               f"fewer than {f.min_steps} steps" if steps < f.min_steps else None)
     if failed:
         b.filters[failed] += 1
+        if verdicts is not None:
+            verdicts[conv.session_id] = failed
         return None
     b.trimmed.add(conv.session_id)
     return cut
@@ -210,8 +233,12 @@ def build(store: Store, config: BuildConfig, renderer: Renderer, out: Path,
     b, registry = Build(), Registry(store)
     mode, name = _mode(store, config), config.name or default_name("sft")
     heldout = registry.heldout(config.base_model)
-    unread = registry.unchanged_since_used(config.base_model, config.learned_from) if mode == "incremental" else None
-    convs = load_conversations(store, config, b, progress, unread)
+    if mode == "incremental":  # the kept set of what is left to read, else a probe of every stored session
+        kept = pending.reading(store, config)
+        unread = registry.unchanged_since_used(config.base_model, config.learned_from) if kept is None else None
+        convs = load_conversations(store, config, b, progress, unread, kept)
+    else:
+        convs = load_conversations(store, config, b, progress)
     if mode == "incremental":  # what earlier datasets hold is read for the sessions read only
         used = registry.used(config.base_model, config.learned_from, ids={c.session_id for c in convs})
         fresh = [c for c in convs if (c.session_id, c.content_sha256) not in used]

@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any
 
+from app.core.capture.actors import Students
 from app.core.capture.rows import parts_of
 from app.core.datasets.shorten import clip
 from app.core.toolcalls.convention import TOOL_CONVENTION
@@ -29,6 +31,7 @@ class Conversation:
     started_at: str
     messages: list[dict] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
+    student_turns: int = 0  # turns the student acted in, left out (a mixed session's)
 
     @property
     def content_sha256(self) -> str:
@@ -93,31 +96,48 @@ def _tool_results(parts: list, names: dict[str, str], limit: int) -> list[dict]:
     return out
 
 
-def conversation(session: Any, rows: list[Any], thinking: bool = True, max_tool_output: int = 2000) -> Conversation:
-    """Build the conversation of one session from its main-branch message rows (ordered by seq)."""
-    messages: list[dict] = []
+def row_messages(rows: list[Any], thinking: bool = True, max_tool_output: int = 2000) -> Iterator[tuple[Any, list]]:
+    """Each main-branch row (ordered by seq) but the harness's, with the chat messages it becomes (an empty
+    assistant row or user line: none)."""
     names: dict[str, str] = {}
-    used: list[str] = []
     for row in rows:
-        parts = parts_of(row)
         if row.meta:
             continue
+        parts = parts_of(row)
         if row.role == "assistant":
             msg = _assistant(parts, thinking)
             for call in (msg or {}).get("tool_calls", []):
                 names[call["id"]] = call["function"]["name"]
-                if call["function"]["name"] not in used:
-                    used.append(call["function"]["name"])
-            if msg:
-                messages.append(msg)
+            yield row, [msg] if msg else []
         elif row.role == "tool":
-            messages += _tool_results(parts, names, max_tool_output)
+            yield row, _tool_results(parts, names, max_tool_output)
         elif row.role == "user" and row.text.strip():
-            text = (SUMMARY_PREFIX + row.text) if row.compact_summary else row.text
-            messages.append({"role": "user", "content": text})
-    tools = sorted(used)
+            yield row, [{"role": "user", "content": (SUMMARY_PREFIX + row.text) if row.compact_summary else row.text}]
+
+
+def starts_turn(row: Any) -> bool:
+    """A person's request (not a compaction summary): it starts a turn, as capture/session.Session.turns says."""
+    return row.role == "user" and not row.compact_summary and not row.meta and bool(row.text.strip())
+
+
+def conversation(session: Any, rows: list[Any], thinking: bool = True, max_tool_output: int = 2000,
+                 students: Students | None = None) -> Conversation:
+    """Build the conversation of one session from its main-branch message rows (ordered by seq). With `students`, a
+    turn (a request and everything done for it) in which the student acted is left out whole: the student's own
+    work is never a teacher example (counted in `student_turns`)."""
+    turns: list[list[dict]] = [[]]
+    by_student = [False]
+    for row, msgs in row_messages(rows, thinking, max_tool_output):
+        if starts_turn(row):
+            turns.append([])
+            by_student.append(False)
+        if row.role == "assistant" and students is not None and students.student(row.model):
+            by_student[-1] = True
+        turns[-1] += msgs
+    messages = [m for turn, student in zip(turns, by_student) if not student for m in turn]
+    tools = sorted({c["function"]["name"] for m in messages for c in m.get("tool_calls") or []})
     return Conversation(session.id, session.parent_id, session.started_at or "", [system_message(tools), *messages],
-                        tools)
+                        tools, student_turns=sum(by_student))
 
 
 def _completed_at(messages: list[dict], i: int) -> bool:

@@ -5,9 +5,11 @@ import json
 from collections import Counter
 from typing import Any, Callable
 
+from app.core.capture import actors
 from app.core.datasets.config import Filters
 
 Rule = tuple[str, Callable[[Any, dict], bool]]  # (name, keep?)
+STUDENT_WORK = "the student's own work"  # a session only the student acted in (capture/actors): never an example
 
 
 def _reasoning(sig: dict) -> int:
@@ -16,7 +18,7 @@ def _reasoning(sig: dict) -> int:
 
 def rules(f: Filters) -> list[Rule]:
     """The enabled filters, in order, as (name, keep) pairs."""
-    out: list[Rule] = []
+    out: list[Rule] = [(STUDENT_WORK, lambda s, sig: getattr(s, "actor", actors.TEACHER) != actors.STUDENT)]  # always
     if not f.include_subagents:
         out.append(("sub-agent sessions", lambda s, sig: s.parent_id is None))
     if f.drop_abandoned:
@@ -39,8 +41,9 @@ def _steps(sig: dict, s: Any) -> int:
     return len(sig.get("tool_sequence", [])) + (1 if s.outcome == "finished" else 0)
 
 
-def apply(sessions: list[Any], f: Filters) -> tuple[list[Any], Counter]:
-    """Keep the sessions every rule keeps; count removals under the first rule that removed each."""
+def apply(sessions: list[Any], f: Filters, verdicts: dict[str, str] | None = None) -> tuple[list[Any], Counter]:
+    """Keep the sessions every rule keeps; count removals under the first rule that removed each (and name it in
+    `verdicts`, by session id, when given)."""
     removed: Counter = Counter()
     kept = []
     checks = rules(f)
@@ -49,6 +52,8 @@ def apply(sessions: list[Any], f: Filters) -> tuple[list[Any], Counter]:
         failed = next((name for name, keep in checks if not keep(s, sig)), None)
         if failed:
             removed[failed] += 1
+            if verdicts is not None:
+                verdicts[s.id] = failed
         else:
             kept.append(s)
     return kept, removed

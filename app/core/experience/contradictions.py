@@ -8,7 +8,8 @@ teacher did instead.
 - a captured session (main branch; harness lines and compaction summaries aside) has a user message equal to that
   one after whitespace and case normalisation, sent after the experience was recorded (the message's time, else the
   session's start; with neither, the session is skipped);
-- the teacher answered it: the session's next message is an assistant message with text or a tool call;
+- the teacher answered it: the session's next message is an assistant message with text or a tool call, and not
+  the student's (capture/actors: the student's own sessions are never read here);
 - when the teacher called a tool, the request offered the student a tool of that name (agents name their tools
   differently: a call the student could not make says nothing about its answer);
 - the next actions disagree by the judge's "close" agreement (`toolcalls.agreement.close_arguments`): the teacher
@@ -26,7 +27,7 @@ from sqlalchemy import delete, insert, select
 
 from app.core.base.schema import AgentSession, ExperienceRow, MessageRow, RequestKey
 from app.core.base.store import Store
-from app.core.capture import derived
+from app.core.capture import actors, derived
 from app.core.capture.rows import parts_of
 from app.core.experience import flags as flagging
 from app.core.experience.buffer import flag
@@ -121,15 +122,16 @@ def _keys(db, ids: list[str]) -> None:
                                         for mid, sid, text in rows])
 
 
-def answered(store: Store, wanted: set[str], since: datetime):
+def answered(store: Store, wanted: set[str], since: datetime, students: actors.Students | None = None):
     """(session id, time, normalised request, the teacher's next message) for each captured user message in
     `wanted` that the teacher answered, in sessions stored (or updated) since `since`: one last written before
-    that holds nothing later. Found through `request_keys` (index_requests), so only the hits are read."""
+    that holds nothing later. Found through `request_keys` (index_requests), so only the hits are read. The
+    student's own sessions, and a next message the student gave (`students`), are no teacher's answer."""
     keys = {key_of(w) for w in wanted}
     q = (select(MessageRow.session_id, MessageRow.seq, MessageRow.text, MessageRow.timestamp, AgentSession.started_at)
          .join(RequestKey, RequestKey.message_id == MessageRow.id)
          .join(AgentSession, AgentSession.id == MessageRow.session_id)
-         .where(RequestKey.key.in_(keys), AgentSession.updated_at >= since))
+         .where(RequestKey.key.in_(keys), AgentSession.updated_at >= since, AgentSession.actor != actors.STUDENT))
     with store.session() as s:
         hits = [(sid, seq, key, stamp, started) for sid, seq, text, stamp, started in s.execute(q)
                 if (key := normalise(text or "")) in wanted]
@@ -137,11 +139,11 @@ def answered(store: Store, wanted: set[str], since: datetime):
         return
     with store.session() as s:
         for sid, seq, key, stamp, started in hits:
-            after = s.execute(select(MessageRow.role, MessageRow.parts_json, MessageRow.parts_z)
+            after = s.execute(select(MessageRow.role, MessageRow.parts_json, MessageRow.parts_z, MessageRow.model)
                               .where(MessageRow.session_id == sid, MessageRow.branch == 0, MessageRow.seq > seq,
                                      MessageRow.meta == 0).order_by(MessageRow.seq).limit(1)).first()
             at = _when(stamp) or _when(started)
-            if after is None or after.role != "assistant" or at is None:
+            if after is None or after.role != "assistant" or at is None or students and students.student(after.model):
                 continue
             msg = teacher_message(parts_of(after))
             if msg["content"] or msg.get("tool_calls"):
@@ -181,7 +183,7 @@ def scan(store: Store) -> list[Contradiction]:
     if not times:
         return []
     index_requests(store)
-    for sid, at, key, teacher in answered(store, set(waiting), min(times)):
+    for sid, at, key, teacher in answered(store, set(waiting), min(times), actors.current(store)):
         for task in waiting[key]:
             if task.experience_id in found or task.at is None or at <= task.at:
                 continue

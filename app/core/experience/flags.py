@@ -8,7 +8,8 @@ from app.core.toolcalls.convention import as_text
 from app.core.toolcalls.schemas import validity
 
 INVALID_CALL, RAMBLED, EMPTY, CLIENT, CONTRADICTED = "invalid_tool_call", "rambled", "empty", "client", "contradicted"
-KINDS = (INVALID_CALL, RAMBLED, EMPTY, CLIENT, CONTRADICTED)
+TOOL_FAILED = "tool_failed"  # a captured action of the student's whose tool call failed (datasets/student_work)
+KINDS = (INVALID_CALL, RAMBLED, EMPTY, CLIENT, CONTRADICTED, TOOL_FAILED)
 
 
 def request_tools(request: dict) -> dict[str, dict]:

@@ -20,6 +20,7 @@ from app.core.experience.config import TeacherConfig
 log = logging.getLogger("nightschool.teacher")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}  # a local teacher server may need no key
 ANSWERED, UNREACHABLE, RATE_LIMITED, ERROR = "answered", "unreachable", "rate_limited", "error"
+NOT_READY = "not_ready"  # not asked: not configured, asked to wait, or over the day's budget
 
 
 @dataclass
@@ -97,6 +98,27 @@ def correct(store: Store, limit: int | None = None, now: datetime | None = None,
              run.tried, run.accepted, run.waiting, run.rejected, run.failed, run.tokens_used,
              f"; stopped: {run.stopped_because}" if run.stopped_because else "")
     return run
+
+
+def unready(store: Store, now: datetime | None = None) -> str:
+    """Why the teacher cannot be asked now (not configured, asked to wait, over the day's budget); "" when it can."""
+    return _ready(store, config.teacher(store), _utc(now))[1]
+
+
+def ask(store: Store, messages: list[dict], about: str, max_tokens: int | None = None,
+        now: datetime | None = None) -> Reply:
+    """One chat call to the teacher for another part of the school (`about` names it in the call's record, e.g. a
+    blind trial), deterministic, within the day's budget and recorded against it like a correction's call; a Reply
+    with status NOT_READY and the reason when it may not be asked now."""
+    cfg, now = config.teacher(store), _utc(now)
+    key, why = _ready(store, cfg, now)
+    if why:
+        return Reply(NOT_READY, error=why)
+    reply = _ask(cfg.model_copy(update={"max_tokens": max_tokens}) if max_tokens else cfg, key, {"messages": messages})
+    if reply.status == RATE_LIMITED and reply.retry_after_s is None:
+        reply.retry_after_s = cfg.cooldown_min * 60
+    _record_call(store, about, reply, now)
+    return reply
 
 
 def usage(store: Store, now: datetime | None = None) -> dict[str, Any]:

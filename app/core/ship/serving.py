@@ -16,10 +16,10 @@ from pathlib import Path
 from app.core.base import paths, procs
 from app.core.base.files import atomic_write
 from app.core.base.store import store_address
+from app.core.capture.actors import SERVED_MODEL  # noqa: F401 - the one name /v1/models lists, whichever file serves
 from app.core.ship.errors import ShipError
 
 DEFAULT_PORT = 8765
-SERVED_MODEL = "nightschool"  # the one name /v1/models lists, whichever deployed file serves: what clients name
 START_TIMEOUT = 120.0
 
 

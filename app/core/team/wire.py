@@ -3,7 +3,8 @@
 A message's parts travel as their JSON text in `parts_json` (`capture/rows.parts_text`), as before migration 0014
 compressed them in the store: the payload is gzip'ed whole anyway, a payload's sha stays that of its content (so an
 upgrade ships nothing again), and members and servers of either version read each other's payloads. Each side
-compresses or expands at its store (`rows.pack_parts` / `rows.parts_text`)."""
+compresses or expands at its store (`rows.pack_parts` / `rows.parts_text`). Who acted (`actor`, `models`: 0017)
+travels with the student's own work only, for the same reason: a teacher session's payload is the one before."""
 from __future__ import annotations
 
 import gzip
@@ -15,9 +16,11 @@ from sqlalchemy import delete, insert, select
 
 from app.core.base.schema import AgentSession, MessageRow, utcnow
 from app.core.base.store import Store
+from app.core.capture.actors import TEACHER
 from app.core.capture.rows import pack_parts, parts_text
 
 SKIP_SESSION = {"updated_at", "member"}
+ACTED = {"models", "actor"}  # migration 0017: sent with the student's own work only, so a teacher session's sha stays
 SKIP_MESSAGE = {"id", "parts_z"}  # the parts travel as their JSON text in parts_json
 
 
@@ -31,7 +34,8 @@ def payload(store: Store, key: str) -> dict[str, Any] | None:
         ids = [r["id"] for r in rows]
         msgs = conn.execute(select(MessageRow.__table__).where(MessageRow.session_id.in_(ids)).order_by(
             MessageRow.session_id, MessageRow.branch, MessageRow.seq)).mappings().all()
-    sessions = [{k: v for k, v in r.items() if k not in SKIP_SESSION} for r in rows]
+    sessions = [{k: v for k, v in r.items() if k not in SKIP_SESSION and (k not in ACTED or r["actor"] != TEACHER)}
+                for r in rows]
     messages = [{**{k: v for k, v in m.items() if k not in SKIP_MESSAGE}, "parts_json": parts_text(m)} for m in msgs]
     body = {"sessions": sessions, "messages": messages}
     return {"key": key, "sha256": content_sha(body), **body}

@@ -103,6 +103,7 @@ def old_ingest(engine, spelling: Path) -> str:
     sessions, messages = rows.session_rows(sid, session)
     messages = [{**{k: v for k, v in m.items() if k != "parts_z"}, "parts_json": rows.parts_text(m)}
                 for m in messages]  # the parts as JSON text (0014 compresses them)
+    sessions = [{k: v for k, v in s.items() if k not in ("models", "actor")} for s in sessions]  # 0017 adds them
     counts = {f: _counts("claude-code", s) for f, s in _group_files(main, session).items()}
     with engine.begin() as conn:
         conn.execute(insert(AgentSession), sessions)

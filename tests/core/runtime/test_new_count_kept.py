@@ -1,4 +1,4 @@
-"""The school's new-session count kept below a watermark (runtime/school/newcount) equals the full count after every
+"""The school's new-session count over the kept set (app/core/datasets/pending) equals the full count after every
 change: sessions stored, stored again (their rows deleted and inserted, as capture and the team server do), deleted,
 stored with an old `updated_at`, marked bad, good or unmarked, datasets registered (by hand, another base model, a
 preference set) or removed, cycles learning from them: in random order with fixed seeds, for two base models. The
@@ -9,12 +9,14 @@ import random
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, func, insert, select
 
 from app.core.base import settings
 from app.core.base.schema import AgentSession, BuiltDataset, DatasetSession, SessionMark
 from app.core.base.schema.base import utcnow
-from app.core.runtime.school import cycles, newcount
+from app.core.base.schema.datasets import PendingSession
+from app.core.datasets import pending
+from app.core.runtime.school import cycles
 from app.core.runtime.school.triggers import new_sessions
 from tests.pg import any_store  # noqa: F401 - fixture
 
@@ -91,7 +93,7 @@ class Steps:
         elif kind == "again":
             stored(store, rng.choice(have), subagents=rng.choice((0, 1)))
         elif kind == "old":  # a new session only: one that also took rows below the watermark away is the change
-            self.n += 1     # a count cannot see (newcount's docstring); no writer of the app dates a row back
+            self.n += 1     # a count cannot see (pending's docstring); no writer of the app dates a row back
             stored(store, f"old{self.n}", at=utcnow() - timedelta(days=rng.randrange(1, 400)))
         elif kind == "gone":
             with store.session() as s:
@@ -122,16 +124,16 @@ class Steps:
         return kind
 
 
-@pytest.mark.parametrize(("margin", "advance"), [(timedelta(0), 10**9), (timedelta(0), 2), (newcount.MARGIN, 2)])
+@pytest.mark.parametrize(("margin", "advance"), [(timedelta(0), 10**9), (timedelta(0), 2), (pending.MARGIN, 2)])
 @pytest.mark.parametrize("seed", [7, 2026])
 def test_the_kept_count_equals_the_full_count_after_every_change(store, monkeypatch, seed, margin, advance):
     """margin 0: every session stored before a recount is below the watermark (the kept side is exercised);
     the real margin: the sessions of the last minutes stay above it. advance 2: looks move the watermark up."""
-    monkeypatch.setattr(newcount, "MARGIN", margin)
-    monkeypatch.setattr(newcount, "ADVANCE", advance)
+    monkeypatch.setattr(pending, "MARGIN", margin)
+    monkeypatch.setattr(pending, "ADVANCE", advance)
     recounts = []
-    recount = newcount._recount
-    monkeypatch.setattr(newcount, "_recount", lambda *a: recounts.append(a[1]) or recount(*a))
+    fill = pending._fill
+    monkeypatch.setattr(pending, "_fill", lambda *a: recounts.append(a[1]) or fill(*a))
     steps, looks = Steps(store, random.Random(seed), old=True), 0
     for i in range(160):
         kind = steps.one()
@@ -146,8 +148,8 @@ def test_the_kept_count_equals_the_full_count_after_every_change(store, monkeypa
 def test_the_kept_count_on_postgresql(any_store, monkeypatch):
     """The same walk on a team's store: PostgreSQL's timestamps, settings JSON and queries (one seed, looks move the
     watermark up)."""
-    monkeypatch.setattr(newcount, "MARGIN", timedelta(0))
-    monkeypatch.setattr(newcount, "ADVANCE", 2)
+    monkeypatch.setattr(pending, "MARGIN", timedelta(0))
+    monkeypatch.setattr(pending, "ADVANCE", 2)
     steps = Steps(any_store, random.Random(7), old=True)
     for i in range(80):
         kind = steps.one()
@@ -160,7 +162,7 @@ def test_the_kept_count_on_postgresql(any_store, monkeypatch):
 def test_several_changes_between_two_looks(store, monkeypatch, seed):
     """Looks seldom: one to five changes between two (no session stored with an old updated_at: see the module's
     docstring for what a count cannot see)."""
-    monkeypatch.setattr(newcount, "MARGIN", timedelta(0))
+    monkeypatch.setattr(pending, "MARGIN", timedelta(0))
     rng = random.Random(seed)
     steps = Steps(store, rng, old=False)
     for i in range(60):
@@ -169,43 +171,51 @@ def test_several_changes_between_two_looks(store, monkeypatch, seed):
         assert new_sessions(store, model) == full_count(store, model), (seed, i, done, model)
 
 
-def test_what_recounts_and_what_does_not(store, monkeypatch):
-    monkeypatch.setattr(newcount, "MARGIN", timedelta(0))
-    recounts = []
-    recount = newcount._recount
-    monkeypatch.setattr(newcount, "_recount", lambda *a: recounts.append(1) or recount(*a))
+def test_what_fills_the_set_again_and_what_does_not(store, monkeypatch):
+    """Only the first look, a dataset removed and a session written below the watermark read every session again;
+    everything else is a delta (a write) or a read."""
+    monkeypatch.setattr(pending, "MARGIN", timedelta(0))
+    fills, writes = [], []
+    fill, refresh = pending._fill, pending.refresh
+    monkeypatch.setattr(pending, "_fill", lambda *a: fills.append(1) or fill(*a))
+    monkeypatch.setattr(pending, "refresh", lambda *a, **k: writes.append(1) or refresh(*a, **k))
 
-    def look(expected: int, recounted: bool) -> None:
-        before = len(recounts)
+    def look(expected: int, filled: bool, wrote: bool) -> None:
+        before = len(fills), len(writes)
         assert new_sessions(store, "default") == expected == full_count(store, "default")
-        assert len(recounts) - before == int(recounted)
+        assert (len(fills) - before[0], len(writes) - before[1]) == (int(filled), int(wrote))
 
     for i in range(5):
         stored(store, f"s{i}", subagents=1)
-    look(5, recounted=True)  # the first look
-    look(5, recounted=False)
+    look(5, filled=True, wrote=True)  # the first look
+    look(5, filled=False, wrote=False)
     stored(store, "s5")
-    look(6, recounted=False)  # a new session: above the watermark
+    look(6, filled=False, wrote=False)  # a new session: above the watermark, one probe
     with store.session() as s:
         s.merge(SessionMark(session_id="s1", weight=0.0))
-    look(5, recounted=False)  # a bad mark: one probe per mark
-    stored(store, "s0", subagents=3)  # stored again: it left the sessions below the watermark
-    look(5, recounted=True)
+    look(5, filled=False, wrote=False)  # a bad mark: read where the set is
+    stored(store, "s0", subagents=3)  # stored again: it left the sessions below the watermark, its row goes
+    look(5, filled=False, wrote=True)
     stored(store, "s6")
-    look(6, recounted=False)
+    look(6, filled=False, wrote=False)
     stored(store, "s6", subagents=2)  # stored again above the watermark: still counted once
-    look(6, recounted=False)
+    look(6, filled=False, wrote=False)
     registered(store, "default", "by-hand", {"s2": "train", "s3": "test"})
-    look(5, recounted=True)  # a dataset: its held-out session is used
+    look(5, filled=False, wrote=True)  # a dataset: its held-out session is used (a delta)
     learned(store, "default", "by-hand")
-    look(4, recounted=True)  # a cycle learned from it
+    look(4, filled=False, wrote=True)  # a cycle learned from it (a delta)
     registered(store, MODELS[1], "other", {"s4": "test"})
-    look(4, recounted=False)  # another base model's dataset
+    look(4, filled=False, wrote=False)  # another base model's dataset
     with store.session() as s:
         s.execute(delete(AgentSession).where(AgentSession.id == "s4"))
-    look(3, recounted=True)
-    kept = settings.get(store, newcount.key("default"))
-    assert set(kept) == {"watermark", "below", "count", "datasets"} and len(newcount.key(MODELS[1])) <= 60
+    look(3, filled=False, wrote=True)
+    stored(store, "old", at=utcnow() - timedelta(days=3))  # written below the watermark
+    look(4, filled=True, wrote=True)
+    with store.session() as s:
+        s.execute(delete(BuiltDataset).where(BuiltDataset.name == "by-hand"))
+    look(6, filled=True, wrote=True)  # a dataset removed
+    kept = settings.get(store, pending.KEY + pending.key("default", []))
+    assert set(kept) == {"watermark", "below", "datasets"} and len(pending.KEY + pending.key(MODELS[1], None)) <= 60
 
 
 def test_a_session_prepared_before_a_recount_and_stored_after_it_is_counted(store):
@@ -213,23 +223,25 @@ def test_a_session_prepared_before_a_recount_and_stored_after_it_is_counted(stor
     after a recount has an updated_at before it, within MARGIN, so it is above the watermark."""
     stored(store, "s0")
     assert new_sessions(store, "default") == 1
-    stored(store, "s1", at=utcnow() - newcount.MARGIN / 2)
+    stored(store, "s1", at=utcnow() - pending.MARGIN / 2)
     assert new_sessions(store, "default") == 2 == full_count(store, "default")
 
 
 def test_a_look_moves_the_watermark_up(store, monkeypatch):
-    """Sessions pile up above the watermark (no cycle learns): a look counts them once into the kept count."""
-    monkeypatch.setattr(newcount, "MARGIN", timedelta(0))
-    monkeypatch.setattr(newcount, "ADVANCE", 3)
+    """Sessions pile up above the watermark (no cycle learns): a look takes them into the set once."""
+    monkeypatch.setattr(pending, "MARGIN", timedelta(0))
+    monkeypatch.setattr(pending, "ADVANCE", 3)
     stored(store, "s0")
     assert new_sessions(store, "default") == 1
-    first = settings.get(store, newcount.key("default"))
+    at = pending.KEY + pending.key("default", [])
+    first = settings.get(store, at)
     for i in range(1, 4):
         stored(store, f"s{i}", subagents=1)
     assert new_sessions(store, "default") == 4  # 6 sessions above the watermark: it moves
-    moved = settings.get(store, newcount.key("default"))
-    assert moved["watermark"] > first["watermark"] and (moved["below"], moved["count"]) == (7, 4)
+    moved = settings.get(store, at)
+    assert moved["watermark"] > first["watermark"] and moved["below"] == 7
     with store.session() as s:
+        assert s.scalar(select(func.count()).select_from(PendingSession)) == 7
         s.merge(SessionMark(session_id="s2", weight=0.0))
     stored(store, "s3")  # stored again from below the new watermark
     assert new_sessions(store, "default") == 3 == full_count(store, "default")

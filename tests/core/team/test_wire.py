@@ -54,3 +54,30 @@ def test_a_payload_carries_the_parts_as_text_and_the_server_stores_them_compress
     assert _parts(server) == theirs
     member.close()
     server.close()
+
+
+def test_the_students_own_work_travels_as_such_and_a_teacher_sessions_sha_stays(tmp_path):
+    """Migration 0017's `models` and `actor` travel with the student's own work only: the server stores it as the
+    student's (never a teacher example there either), a teacher session's payload is the one before 0017."""
+    from sqlalchemy import update as set_
+
+    from app.core.base.schema import AgentSession
+
+    write_session(tmp_path / "t", 0)
+    write_session(tmp_path / "t", 1)
+    member, server = Store(tmp_path / "member.db"), Store(tmp_path / "server.db")
+    ingest(member, tmp_path / "t")
+    teacher, student = sorted(wire.roots(member))
+    with member.session() as s:
+        s.execute(set_(AgentSession).where(AgentSession.id == student).values(actor="student", models="nightschool"))
+    sent = {key: wire.payload(member, key) for key in (teacher, student)}
+    assert not ({"actor", "models"} & sent[teacher]["sessions"][0].keys())
+    assert sent[student]["sessions"][0]["actor"] == "student"
+    for one in sent.values():
+        wire.store_payload(server, "alice", one)
+    with server.session() as s:
+        got = {r.id: (r.actor, r.models) for r in s.scalars(select(AgentSession))}
+    assert got == {wire.server_id("alice", teacher): ("teacher", None),
+                   wire.server_id("alice", student): ("student", "nightschool")}
+    member.close()
+    server.close()

@@ -44,6 +44,8 @@ class AgentSession(Base):
     git_branch: Mapped[str | None] = mapped_column(Text, nullable=True)
     agent_version: Mapped[str | None] = mapped_column(String(40), nullable=True)
     model: Mapped[str | None] = mapped_column(Text, nullable=True)
+    models: Mapped[str | None] = mapped_column(Text, nullable=True)  # the acting models, comma separated (0017)
+    actor: Mapped[str] = mapped_column(String(10), server_default="teacher", index=True)  # teacher | student | mixed
     started_at: Mapped[str | None] = mapped_column(String(40), nullable=True)
     ended_at: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
     day: Mapped[str | None] = mapped_column(String(10), nullable=True, index=True)

@@ -53,3 +53,18 @@ class HeldOut(Base):
     session_id: Mapped[str] = mapped_column(String(40))
     dataset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     frozen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PendingSession(Base):
+    """A session an incremental build of a base model still reads (app/core/datasets/pending): stored below the kept
+    watermark and in no used dataset unchanged since; `used` when a used dataset holds it by id (stored again since:
+    the build reads it, the school's count does not); `verdict` the filter the last build of `scope` dropped it by."""
+
+    __tablename__ = "pending_sessions"
+    model: Mapped[str] = mapped_column(String(40), primary_key=True)  # pending.key: base model and what counts as used
+    session_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    stored_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))  # the session's updated_at when it came
+    root: Mapped[int] = mapped_column(Integer, default=1)  # a top-level session
+    used: Mapped[int] = mapped_column(Integer, default=0)
+    scope: Mapped[str | None] = mapped_column(String(16), nullable=True)  # pending.scope of the build that judged it
+    verdict: Mapped[str | None] = mapped_column(Text, nullable=True)  # the filter that dropped it; None: read it

@@ -21,8 +21,8 @@ ECHO_EVENTS = {"user_message": ("user", "text"), "agent_message": ("assistant", 
 USAGE_KEYS = {"input_tokens": "input_tokens", "output_tokens": "output_tokens",
               "cached_input_tokens": "cache_read_input_tokens", "reasoning_output_tokens": "reasoning_output_tokens"}
 EXIT_CODE = re.compile(r"\s*Exit code: (-?\d+)")
-ERROR_TEXT = re.compile(r"\s*(exec command rejected|patch rejected|aborted|failed to parse function arguments"
-                        r"|unsupported call|error:)", re.IGNORECASE)
+ERROR_TEXT = re.compile(r"\s*(exec command rejected|patch rejected|apply_patch verification failed|aborted"
+                        r"|failed to parse function arguments|unsupported call|error:)", re.IGNORECASE)
 HOLD_BYTES = 32 * 1024**2  # a rollout up to this size is read once, its records held; a bigger one is read twice
 TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}  # a record's envelope
 BARE_ITEMS = {"message", "reasoning", "function_call", "function_call_output", "local_shell_call"}  # older, without

@@ -10,6 +10,7 @@ from sqlalchemy import select, update as sql_update
 
 from app.core.base.schema import CycleRow, utcnow
 from app.core.base.store import Store
+from app.core.datasets import pending
 
 STAGES = ("building", "training", "refining", "judging", "exporting", "deploying")
 ACTIVE = ("running", "approval")  # a cycle in one of these states is the current cycle
@@ -166,7 +167,10 @@ def end_stage(store: Store, cycle: Cycle, stage: str, output: dict) -> Cycle:
     entry["ended"] = ended.isoformat()
     entry["seconds"] = round((ended - datetime.fromisoformat(entry["started"])).total_seconds(), 3)
     times[stage] = entry
-    return update(store, cycle.id, times=times, outputs={**cycle.outputs, stage: output})
+    done = update(store, cycle.id, times=times, outputs={**cycle.outputs, stage: output})
+    if stage == "training":  # its dataset is learned from now: its sessions leave the kept set here, not at a look
+        pending.refresh(store, cycle.base_model, learned_from(store, cycle.base_model))
+    return done
 
 
 def finish(store: Store, cycle: Cycle, state: str, reason: str = "", report: dict | None = None) -> Cycle:

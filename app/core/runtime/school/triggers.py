@@ -9,8 +9,9 @@ from pathlib import Path
 import psutil
 
 from app.core.base.store import Store
+from app.core.datasets import pending
 from app.core.datasets.catalog import Registry
-from app.core.runtime.school import cycles, newcount
+from app.core.runtime.school import cycles
 from app.core.runtime.school.policy import Policy, in_window, next_window, paused
 from app.core.train.spec import DEFAULT_MODEL
 
@@ -38,10 +39,10 @@ def meaning(base_model: str) -> str:
 
 def new_sessions(store: Store, base_model: str) -> int:
     """New for the school: captured root sessions not marked bad, not held out, and in the train/val split of no
-    dataset a cycle of this base model trained on (by session id; the build also takes one that grew since). Kept
-    below a watermark (`newcount`): a look costs the sessions stored since, not all of them, and always equals the
-    count over every stored session."""
-    return newcount.new_sessions(store, base_model)
+    dataset a cycle of this base model trained on (by session id; the build also takes one that grew since). One SQL
+    count over the cycles' kept set of what is left to read (`datasets.pending`, the one their builds read): a look
+    costs that set and the sessions stored since, not every session, and always equals the count over every one."""
+    return pending.new_count(store, base_model, cycles.learned_from(store, base_model))
 
 
 def teacher_idle(store: Store) -> str:

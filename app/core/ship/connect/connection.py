@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.core.capture import actors
 from app.core.ship.connect import check as live_check, edits as files
 from app.core.ship.connect.agent import Agent
 from app.core.ship.connect.agents import AGENTS, named
@@ -45,9 +46,11 @@ def plan(name: str) -> Plan:
 
 
 def connect(name: str, dry_run: bool = False, check: bool = True) -> Outcome:
-    """Back up and write the tool's config (not with dry_run), then one live tool-calling request."""
+    """Back up and write the tool's config (not with dry_run), then one live tool-calling request. The model name
+    the tool will ask for is remembered as the student's (capture/actors): its sessions there are never teacher work."""
     made = plan(name)
     if not dry_run:
+        actors.remember([made.endpoint.model])
         files.apply(made.agent.name, made.edits)
     result = live_check.live(made.endpoint, made.agent.wire) if check else None
     return Outcome(made, not dry_run, result)
