@@ -125,3 +125,56 @@ def manager(store):
     from app.core.train.jobs import JobManager
 
     return JobManager(store)
+
+
+BLIND_POLICY = {"judge_contexts": 16, "judge_examples": 2}  # the blind test's evaluation: small
+BLIND_TOKENS = 32  # an answer's tokens (`nightschool judge blind --max-new-tokens 32`): the tool grammar is slow
+
+
+@pytest.fixture(scope="session")
+def blind_school(tmp_path_factory, shippable_model):
+    """A data dir where 24 captured sessions are built for the shippable tiny model (its policy's base model) into a
+    held-out set, and the model's answers to it evaluated with the served decoding (llama.cpp, the tool grammar) as
+    the blind test asks for them: the real evaluation path, once per test session. Tests take a copy of its store
+    (`blind_store`); its files (the dataset, the evaluation) are shared, read only."""
+    from app.core.base.store import Store
+    from app.core.judge.blind.draw import answers
+    from app.core.judge.records import Target
+    from app.core.runtime.school import policy
+    from tests.core.judge.conftest import build_heldout, builder_for
+
+    root = tmp_path_factory.mktemp("blind")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NIGHTSCHOOL_HOME", str(root / "home"))
+        store = Store()
+        try:
+            for key, value in {**BLIND_POLICY, "base_model": str(shippable_model)}.items():
+                policy.set_value(store, key, value)
+            agent = root / "agent" / "-home-me-proj"
+            agent.mkdir(parents=True)
+            build_heldout(store, agent, builder_for(store, shippable_model))
+            settings = policy.judge_settings(policy.load(store), max_new_tokens=BLIND_TOKENS)
+            found = answers(store, Target(str(shippable_model)), settings)
+            assert len(found.rows) >= 12 and not found.reused
+        finally:
+            store.close()
+    return root / "home"
+
+
+@pytest.fixture
+def blind_store(blind_school, ns_home):
+    """This test's store: a copy of the blind school's database in the test's own data dir."""
+    import sqlite3
+
+    from app.core.base import paths
+    from app.core.base.store import Store
+
+    src, dst = sqlite3.connect(blind_school / "nightschool.db"), sqlite3.connect(paths.db_path())
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+    store = Store()
+    yield store
+    store.close()

@@ -105,7 +105,8 @@ def cmd_pairs(args) -> int:
     store = open_store()
     config = PairsConfig(name=args.name, base_model=args.model, adapter=args.adapter, source=args.source,
                          max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens,
-                         include_dropped=not args.no_dropped)
+                         include_dropped=not args.no_dropped,
+                         blind_judges=[*(["person"] if args.blind else []), *(["teacher"] if args.teacher_blind else [])])
     outcome = _finish(start_pairs(store, config))
     if isinstance(outcome, int):
         return outcome
@@ -177,7 +178,13 @@ def cmd_show(args) -> int:
     if ds.kind == "preference":
         print(f"  from {report['source']['name']}: {report['contexts']} contexts, {report['agreed']} where the "
               f"student already agreed (not pairs), {report['student_pairs']} student pairs, "
-              f"{report['dropped_pairs']} from your files, {report['excluded']} excluded")
+              f"{report.get('correction_pairs', 0)} from corrections, {report.get('blind_pairs', 0)} from the blind "
+              f"test, {report['dropped_pairs']} from your files, {report['excluded']} excluded")
+        if blind := report.get("blind_test"):
+            said = blind["evidence"]
+            print(f"  blind test: {said['worse']} answers judged worse than the agent's, {said['better']} better, "
+                  f"{said['same']} the same (evidence, not pairs); its pairs come from {len(blind['sessions'])} "
+                  "held-out session(s)")
         return 0
     _print_problems([{"example": f"{e['session_id']}#{e['window']}", **p} for e in report.get("excluded", [])
                      for p in e["problems"]], "excluded by checks")
@@ -304,6 +311,11 @@ def _add_pairs(dsub) -> None:
     p.add_argument("--max-contexts", type=int, default=200)
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--no-dropped", action="store_true", help="leave out your dropped preference files")
+    p.add_argument("--blind", action="store_true", help="add the blind test's pairs (a person's trials that found the "
+                                                        "student's answer worse; held-out contexts: the next "
+                                                        "judgement may meet them)")
+    p.add_argument("--teacher-blind", action="store_true", help="add the trials the teacher judged in the blind "
+                                                                "test (a machine's judgement)")
     p.set_defaults(func=cmd_pairs)
 
 

@@ -301,3 +301,6 @@ def register(sub) -> None:
     cps = sub.add_parser("checkpoints", help="registered checkpoints, deployable and deployed")
     cps.add_argument("--json", action="store_true", help="print the checkpoints as JSON")
     cps.set_defaults(func=cmd_checkpoints)
+    from app.cli.blind import register as register_blind
+
+    register_blind(sub)  # `judge blind`

@@ -99,7 +99,25 @@ def print_status(st: dict) -> None:
               + (f": {last['reason']}" if last.get("reason") else ""))
     else:
         print("Last cycle: none yet (start one now: nightschool school now)")
+    print_blind(st.get("blind"))
+    print_at_work(st.get("at_work"))
     print(runtime_line(st.get("runtime")))
+
+
+def print_blind(found: list[dict] | None, title: str = "Blind test", limit: int = 3) -> None:
+    """The blind test's figures (judge/blind/figure.words), the model tested last first; nothing when none."""
+    from app.core.judge.blind.figure import words
+
+    for result in (found or [])[:limit]:
+        print(f"{title}: {words(result)}")
+
+
+def print_at_work(work: dict | None) -> None:
+    """Where the student is connected and what it did there this week (ship/connect/work); nothing without it."""
+    from app.core.ship.connect.work import words
+
+    if work:
+        print(words(work))
 
 
 def _print_current(cycle: dict) -> None:
@@ -237,6 +255,7 @@ def _print_judging(card: dict) -> None:
         for reason in card.get("reasons") or []:
             print(f"  - {reason}")
     print_gguf(card.get("gguf"))
+    print_blind(card.get("blind"), "Blind test of this student")
 
 
 def _print_outcome(c: dict, card: dict) -> None:

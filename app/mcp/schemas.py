@@ -77,6 +77,8 @@ class Status(Open):
     next: Next
     cycle: Cycle | None = Field(description="the current cycle (running or waiting for approval)")
     last: Cycle | None = Field(description="the last cycle that ended")
+    blind: list[dict[str, Any]] = Field(default_factory=list, description="the blind test's results per model "
+                                                                          "(as `blind_results` gives them)")
 
 
 class History(BaseModel):
@@ -100,6 +102,28 @@ class Evaluation(Open):
     label: str
     metrics: dict[str, float | None]
     contexts: int
+
+
+class BlindResult(Open):
+    model: str = Field(description="the model tested, as the Judge tab names it ('base' or '#ID job step')")
+    base_model: str
+    checkpoint_id: int | None = Field(None, description="the checkpoint tested (None: the base model)")
+    judge: str = Field(description="who answered: person or teacher")
+    trials: int = Field(description="answered trials")
+    indistinguishable: int = Field(description="answered trials whose pick was wrong or 'can't tell'")
+    share: float | None = Field(None, description="indistinguishable / trials (None: none answered)")
+    low: float | None = Field(None, description="the 95 % interval's low end, sessions resampled (None: under two "
+                                                "sessions)")
+    high: float | None = None
+    sessions: int = Field(description="held-out sessions the answered trials come from")
+    tests: int
+    unanswered: int = Field(description="trials shown in a test but not answered yet")
+    goal: float = Field(description="the product's target: a share above it")
+    chance: float = Field(description="the share of a judge who guesses")
+
+
+class BlindResults(BaseModel):
+    results: list[BlindResult] = Field(description="per model and judge, the model tested last first")
 
 
 class Started(Open):

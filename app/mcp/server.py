@@ -27,6 +27,7 @@ from app.core.runtime.school.facade import School
 from app.mcp import DEFAULT_PORT, PATH, access
 from app.mcp.schemas import (
     Answer,
+    BlindResults,
     Checkpoints,
     Cycle,
     Evaluation,
@@ -46,6 +47,8 @@ INSTRUCTIONS = (
     "`status` says what the student is, what the next cycle waits for and where the current one stands; "
     "`run_cycle_now` starts one; a cycle in state 'approval' waits for `approve_deployment` or `refuse_deployment`; "
     "`mark_session` weighs a captured session for the next dataset; `ask_student` asks the served student; "
+    "`blind_results` says how often a person (or, apart, the teacher) could not tell the student's work from the "
+    "agent's; "
     "`experience_feedback` rates one of the student's answers (id from its X-Nightschool-Experience header), "
     "optionally with a better answer; `experience_summary` counts what the experience buffer holds; on a team "
     "member's data dir `team_status` says what the team's school is doing.")
@@ -129,6 +132,16 @@ def _school_tools(server: MCPServer, school: School) -> None:
 
         with _explained():
             return Evaluation.model_validate(school.evaluate(resolve(school.store, checkpoint)))
+
+    @_tool(server, READ)
+    def blind_results() -> BlindResults:
+        """The blind test's results: per tested model and judge ('person', or 'teacher' when the teacher model judged
+        over its API: a machine's view, apart), the share of answered trials where the judge could not tell the
+        student's next action from the agent's (a wrong pick or "can't tell"), its session-level 95 % interval and
+        the number of trials; 50 % is chance, above 45 % the goal. A person takes the test (`nightschool judge
+        blind` or the Judge tab), the teacher with `--judge teacher`: this never runs it."""
+        with _explained():
+            return BlindResults(results=school.blind_results())
 
 
 def _cycle_tools(server: MCPServer, school: School) -> None:

@@ -92,6 +92,8 @@ def pairs_html(details: Details) -> str:
     r = details.report
     rows = [["Source dataset", (r.get("source") or {}).get("name", "?")], ["Teacher contexts", r.get("contexts", 0)],
             ["Student already agreed (no pair)", r.get("agreed", 0)], ["Pairs from the student", r.get("student_pairs", 0)],
+            ["Pairs from corrections", r.get("correction_pairs", 0)],
+            ["Pairs from the blind test", r.get("blind_pairs", 0)],
             ["Pairs from your files", r.get("dropped_pairs", 0)], ["Excluded", r.get("excluded", 0)],
             ["Student answers cut at the token limit", r.get("truncated", 0)]]
     body = "".join(f"<tr><td style='color:{FAINT}'>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in rows)

@@ -1,5 +1,6 @@
 """Judge panel: tick models (the base and checkpoints), compare them (metric table with coloured deltas, overlaid
-training-loss curves, side-by-side generations, a ranking), and promote or roll back through the gate."""
+training-loss curves, side-by-side generations, a ranking), and promote or roll back through the gate; beside it the
+blind test's view (app/ui/blind_panel)."""
 from __future__ import annotations
 
 from html import escape
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSplitter,
+    QTabWidget,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
@@ -22,6 +24,8 @@ from PySide6.QtWidgets import (
 
 from app.core.judge.nextaction import OUTCOME_WORDS
 from app.core.judge.report import places
+from app.ui.blind import BlindController
+from app.ui.blind_panel import BlindPanel
 from app.ui.judge import ROWS, Choice, Comparison, JudgeController, Judged, short_model
 from app.ui.kit import DIM_STYLE, heading
 from widgets.banner import STYLE as BANNER_STYLE, Banner
@@ -62,9 +66,11 @@ def cases_of(comparison: Comparison) -> list[Case]:
 class JudgePanel(QWidget):
     """The view; it subscribes to a JudgeController and never touches the store or the engine."""
 
-    def __init__(self, controller: JudgeController, parent=None) -> None:
+    def __init__(self, controller: JudgeController, blind: BlindController | None = None, parent=None) -> None:
+        """blind: the blind test's controller (None: one on the judge controller's store)."""
         super().__init__(parent)
         self.controller = controller
+        self.blind = BlindPanel(blind or BlindController(controller.store))
         self._build()
         controller.choices_changed.connect(self._on_choices)
         controller.deployed_changed.connect(self._on_deployed)
@@ -83,9 +89,18 @@ class JudgePanel(QWidget):
         split.addWidget(self._results())
         split.setStretchFactor(1, 1)
         split.setSizes([330, 850])
+        compare = QWidget()
+        inner = QVBoxLayout(compare)
+        inner.setContentsMargins(0, 0, 0, 0)
+        inner.addWidget(self.banner)
+        inner.addWidget(split, 1)
+        self.views = QTabWidget()
+        self.views.setDocumentMode(True)
+        self.views.addTab(compare, "Compare && promote")
+        self.views.addTab(self.blind, "Blind test")
+        self.views.setTabToolTip(1, "Can you tell the student's next action from the agent's? (keys 1 / 2 / 0)")
         layout = QVBoxLayout(self)
-        layout.addWidget(self.banner)
-        layout.addWidget(split, 1)
+        layout.addWidget(self.views, 1)
 
     def _side(self) -> QWidget:
         self.models = QListWidget()

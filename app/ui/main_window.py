@@ -277,6 +277,7 @@ class MainWindow(QMainWindow):
         if self.datasets_controller is not None:
             self.datasets_controller.stop()  # a running build is cancelled: nothing half-built is registered
         self.judge_controller.stop()  # a running evaluation ends on its own; its result is dropped
+        self.judge.blind.controller.stop()  # the blind test's too
         self.ship_controller.stop()  # a running export is cancelled; the model server keeps serving
         self.experience_controller.stop()  # a running "Correct now" finishes on its own; its outcome is dropped
         self.team_controller.stop()  # a running push finishes on its own; what it sent is the server's

@@ -1,11 +1,9 @@
 """School panel (the first tab): the student, progress to the next cycle, the running cycle's stages with progress and
-ETA, held-out agreement / validity / loss over cycles, the last report card, the policy, and the buttons Run now /
-Pause / Approve / Refuse. A view: it reads the SchoolController's state and calls its commands."""
+ETA, held-out agreement / validity / loss over cycles and the blind test's figure (school_charts), the last report
+card, the policy, and the buttons Run now / Pause / Approve / Refuse. A view: it reads the SchoolController's state
+and calls its commands."""
 from __future__ import annotations
 
-import math
-
-import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
@@ -32,13 +30,13 @@ from PySide6.QtWidgets import (
 from app.core.judge.report import METRICS
 from app.core.runtime.school.cycles import STAGES
 from app.core.train.backends import BACKENDS
+from app.ui.blind_words import blind_lines
 from app.ui.kit import DIM_STYLE, local_time
 from app.ui.school import SchoolController
+from app.ui.school_charts import SchoolCharts
 from app.ui.school_words import (
     TEAM_RUNS,
-    base_points,
     card_reason,
-    chart_points,
     cycle_headline,
     gguf_lines,
     last_card,
@@ -51,15 +49,10 @@ from app.ui.school_words import (
     verdict_lines,
 )
 from widgets.banner import Banner
-from widgets.charts import LiveChart
 from widgets.report_card import ReportCardView
 from widgets.stage_row import StageRow
 
 ROWS = [(key, words, better) for key, (words, better) in METRICS.items()]
-COLOURS = {"agreement": "#4f8cff", "validity": "#2ecc71", "loss": "#ff9f43"}
-CHART_STYLE = {**{key: {"colour": colour, "symbol": "o"} for key, colour in COLOURS.items()},
-               **{f"base {key}": {"colour": colour, "pen": pg.mkPen(colour, width=1, style=Qt.PenStyle.DashLine)}
-                  for key, colour in COLOURS.items()}}
 HISTORY_COLUMNS = ["Cycle", "State", "Stage", "Started", "Summary"]
 RUN_TIP = "Start a cycle now (skips the session count, the window and the cool-down)"
 TEAM_STYLE = "font-weight:bold;color:#a29bfe;"
@@ -198,18 +191,9 @@ class SchoolPanel(QWidget):
         return box
 
     def _charts_and_history(self) -> QWidget:
-        self.scores_chart = LiveChart("Held-out agreement · validity", "", ["agreement", "validity",
-                                      "base agreement", "base validity"], x_label="cycle", styles=CHART_STYLE,
-                                      legend="none")
-        self.loss_chart = LiveChart("Held-out loss", "", ["loss", "base loss"], x_label="cycle", styles=CHART_STYLE,
-                                    legend="none")
-        for chart in (self.scores_chart, self.loss_chart):
-            chart.setMinimumHeight(150)
-        self.scores_chart.setYRange(0, 1, padding=0.05)
-        self.chart_legend = QLabel("<span style='color:#4f8cff'>● agreement</span>&nbsp;&nbsp;"
-                                   "<span style='color:#2ecc71'>● validity</span>&nbsp;&nbsp;"
-                                   "<span style='color:#ff9f43'>● loss</span>&nbsp;&nbsp;"
-                                   "<span style='color:#9aa0aa'>- - the base model</span>")
+        self.charts = SchoolCharts()
+        self.scores_chart, self.loss_chart, self.blind_chart = (self.charts.scores_chart, self.charts.loss_chart,
+                                                                self.charts.blind_chart)
         self.history = QTableWidget(0, len(HISTORY_COLUMNS))
         self.history.setHorizontalHeaderLabels(HISTORY_COLUMNS)
         self.history.verticalHeader().hide()
@@ -225,14 +209,10 @@ class SchoolPanel(QWidget):
         self.history_empty = QLabel()
         self.history_empty.setStyleSheet(DIM_STYLE)
         self.history_empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        charts = QHBoxLayout()
-        charts.addWidget(self.scores_chart)
-        charts.addWidget(self.loss_chart)
         side = QWidget()
         layout = QVBoxLayout(side)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addLayout(charts, 3)
-        layout.addWidget(self.chart_legend)
+        layout.addWidget(self.charts, 3)
         layout.addWidget(self.history_empty)
         layout.addWidget(self.history, 2)
         side.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
@@ -257,7 +237,7 @@ class SchoolPanel(QWidget):
         self.progress_text.setVisible(running)
         if running:
             self._on_progress(c.last_progress)
-        self._show_charts(history)
+        self.charts.show_state(history, (status or {}).get("blind") or [])
         self._show_history(history)
         self._show_card(status, history)
         self._show_footer()
@@ -302,23 +282,6 @@ class SchoolPanel(QWidget):
             self.progress.setRange(0, 0)  # busy: no count yet
         self.progress_text.setText(words or "starting…")
 
-    def _show_charts(self, history: list[dict]) -> None:
-        points = chart_points(history)
-        base = base_points(history)
-        xs_all = sorted({x for pts in points.values() for x, _ in pts})
-        for chart, keys in ((self.scores_chart, ("agreement", "validity")), (self.loss_chart, ("loss",))):
-            for key in keys:
-                pts = points[key]
-                chart.set_series(key, [x for x, _ in pts], [y for _, y in pts])
-                if key in base and xs_all:
-                    lo, hi = xs_all[0], xs_all[-1]
-                    chart.set_series(f"base {key}", [lo - 0.3, hi + 0.3], [base[key], base[key]])
-                else:
-                    chart.set_series(f"base {key}", [], [])
-            chart.set_notice(None if any(points[k] for k in keys) else "no judged cycle yet")
-            step = max(1, math.ceil(len(xs_all) / 8))  # whole cycle numbers on the axis
-            chart.getAxis("bottom").setTickSpacing(step, step)
-
     def _show_history(self, history: list[dict]) -> None:
         shown = [c["id"] for c in history]
         self.history.blockSignals(True)
@@ -360,7 +323,8 @@ class SchoolPanel(QWidget):
             self.card.title.setText(f"Cycle {cycle['id']}")
             return
         ended = {"done": "finished", "refused": "refused", "failed": "failed"}.get(cycle["state"], cycle["state"])
-        shown = {**card, "reasons": verdict_lines(card) + reward_part_lines(card) + gguf_lines(card)}
+        reasons = verdict_lines(card) + reward_part_lines(card) + gguf_lines(card) + blind_lines(card)
+        shown = {**card, "reasons": reasons}
         self.card.set_card(f"Cycle {cycle['id']} — {ended}", shown, ROWS, ended=cycle["state"],
                            reason=card_reason(card, cycle.get("reason") or ""))
 

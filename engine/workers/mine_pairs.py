@@ -104,7 +104,8 @@ def run(spec: dict, out: Emitter) -> int:
     finally:
         store.close()
     out.emit(P.Log(message=f"{len(plan.contexts)} teacher contexts from {plan.source.name}; "
-                           f"{len(plan.dropped)} dropped pairs from {len(plan.dropped_files)} file(s)"))
+                           f"{len(plan.dropped)} dropped pairs from {len(plan.dropped_files)} file(s); "
+                           f"{len(plan.blind.records)} blind test pairs"))
     started = time.monotonic()
     student = load_student(config, spec["models_dir"], out)
     out.emit(P.Log(message=f"student {student.label}{' + ' + config.adapter if config.adapter else ''} loaded in "

@@ -51,6 +51,11 @@ RUN: dict[str, tuple[str, list[str]] | list[tuple[str, list[str]]]] = {
     "nightschool rollback": ("jobs", ["!" + AS_WRITTEN]),  # nothing was deployed: said, not a traceback
     "nightschool serve [start|status|stop]": ("jobs", ["nightschool serve status"]),
     "nightschool exports | deployments": ("jobs", ["nightschool exports", "nightschool deployments"]),
+    # on the fresh HOME (the server stopped: the live check says so, the config is still written)
+    "nightschool connect [AGENT] [--dry-run] [--json]":
+        ("jobs", ["nightschool connect codex --dry-run", "nightschool connect codex", "nightschool connect",
+                  "nightschool connect --json"]),
+    "nightschool disconnect AGENT": ("jobs", ["nightschool disconnect codex", "!nightschool disconnect codex"]),
     "nightschool queue remote ray.address http://GPU-BOX:8265": ("jobs", [AS_WRITTEN]),
     "nightschool queue remote ray.storage /mnt/shared/ns": ("jobs", [AS_WRITTEN]),
     "nightschool queue remote skypilot.bucket s3://my-ns-checkpoints": ("jobs", [AS_WRITTEN]),
@@ -78,6 +83,10 @@ RUN: dict[str, tuple[str, list[str]] | list[tuple[str, list[str]]]] = {
     "nightschool school students [--measure REF]": ("school", ["nightschool school students"]),
     "nightschool daemon [run] | status | stop | install | uninstall": ("school", ["nightschool daemon status"]),
     "nightschool store where": ("school", [AS_WRITTEN]),
+    "nightschool judge blind --results [--json]": ("school", ["nightschool judge blind --results",
+                                                              "nightschool judge blind --results --json"]),
+    # no teacher configured on the fresh machine: refused with the reason before anything is drawn
+    "nightschool judge blind --judge teacher [--n 20]": ("school", ["!nightschool judge blind --judge teacher --n 2"]),
     "nightschool mcp token": ("school", [AS_WRITTEN]),
     "nightschool experience on | off | settings [KEY VALUE]":
         ("school", ["nightschool experience settings", "nightschool experience on", "nightschool experience off"]),
@@ -113,6 +122,8 @@ NOT_RUN: dict[str, str] = {
         "GGUF conversion and a server (minutes): tests/core/ship/test_ship_flow.py",
     "nightschool export '#15' --quant q4_k_m --quant q8_0 [--ollama NAME] [--lmstudio [DIR]]":
         "as deploy: tests/core/ship/test_ship_flow.py and test_ollama.py",
+    "nightschool judge blind [--model '#15'] [--n 20]":
+        "interactive, a key per trial: tests/cli/test_blind_cli.py drives it through a pseudo-terminal (stop, go on)",
     "nightschool mcp": "a stdio server for an agent: tests/mcp/test_mcp.py drives it with the MCP SDK's client",
     "nightschool mcp --http [--port N]": "a long-running HTTP server: tests/mcp/test_mcp.py",
     "nightschool experience correct-now [--limit N] | accept CORRECTION | reject CORRECTION [--reason TEXT]":

@@ -24,7 +24,7 @@ from tests.core.datasets.helpers import ingest, write_session
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = {"status", "history", "checkpoints", "evaluate", "run_cycle_now", "approve_deployment", "refuse_deployment",
-         "ask_student", "mark_session", "experience_feedback", "experience_summary", "team_status"}
+         "ask_student", "mark_session", "experience_feedback", "experience_summary", "team_status", "blind_results"}
 DEADLINE_S = 60.0
 
 

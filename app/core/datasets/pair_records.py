@@ -1,11 +1,13 @@
 """The preference_v1 record (`pair_record`): one shape, in conversational Hermes text, for the pairs the student's
-answers make, for correction pairs and for the user's dropped preference files (`conversational`, `dropped_pairs`).
+answers make, for correction pairs, for the user's dropped preference files (`conversational`, `dropped_pairs`) and
+for the blind test's trials where the judge found the student's answer worse (`blind_pairs`).
 
 Record (preference_v1, conversational), the same fields in every record: {"id", "source": "student" | "dropped" |
-"correction", "session_id", "example_id" (the source SFT example), "turn" (the teacher message's index in it; null
-for dropped and correction pairs), "truncated" (the student's answer hit max_new_tokens), "file_sha256" (dropped: the
-file it came from), "correction_id", "experience_id", "teacher_model" (correction pairs: the provenance; else null,
-"", ""),
+"correction" | "blind test", "session_id", "example_id" (the source SFT example), "turn" (the teacher message's index
+in it; null for dropped and correction pairs), "truncated" (the student's answer hit max_new_tokens), "file_sha256"
+(dropped: the file it came from), "correction_id", "experience_id", "teacher_model" (correction pairs: the
+provenance; else null, "", ""), "blind_trial_id", "judge" (blind test pairs: the trial and who judged it, "person" or
+"teacher"; else null, ""),
 "prompt": [{role, content}…], "chosen": [{role: assistant, content}], "rejected": [{role: assistant, content}]};
 every message is plain text with tool calls in the Hermes convention (`<tool_call>{"name", "arguments"}</tool_call>`),
 so any trainer and any template can use it.
@@ -13,19 +15,29 @@ so any trainer and any template can use it.
 from __future__ import annotations
 
 import json
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from sqlalchemy import select
 
 from app.core.base.fingerprint import sha256_file
-from app.core.base.schema import DatasetFile
+from app.core.base.schema import BlindTestRow, BlindTrialRow, DatasetFile
+from app.core.base.schema.blind import student_was
 from app.core.base.store import Store
 from app.core.datafiles.formats import SPECS, record_problem
 from app.core.datasets import manifest
-from app.core.toolcalls.convention import as_text
+from app.core.scrub.scrubber import Scrubber
+from app.core.toolcalls.agreement import exact_agreement
+from app.core.toolcalls.convention import as_text, parse_student
 
 SPEC_ID = "preference_v1"
+BLIND = "blind test"  # the source of a pair a blind test's judge made
+# whose blind trials make pairs unless chosen otherwise: none yet. Blind trials are drawn from held-out sessions, and
+# the judge does not yet skip a context a pair trained on, so a pair would inflate the next gate's and blind test's
+# numbers: a person opts in (`dataset pairs --blind`), knowing it; a machine judge's only when asked besides
+BLIND_JUDGES: tuple[str, ...] = ()
 
 
 def pair_id(prompt: list[dict], chosen: list[dict], rejected: list[dict]) -> str:
@@ -35,7 +47,8 @@ def pair_id(prompt: list[dict], chosen: list[dict], rejected: list[dict]) -> str
 def _record(p: list[dict], c: list[dict], r: list[dict], **fields: Any) -> dict:
     """Every record has the same fields (one table for any trainer's loader), the messages last."""
     base = {"id": pair_id(p, c, r), "source": "student", "session_id": "", "example_id": "", "turn": None,
-            "truncated": False, "file_sha256": "", "correction_id": None, "experience_id": "", "teacher_model": ""}
+            "truncated": False, "file_sha256": "", "correction_id": None, "experience_id": "", "teacher_model": "",
+            "blind_trial_id": None, "judge": ""}
     return {**base, **fields, "prompt": p, "chosen": c, "rejected": r}
 
 
@@ -103,3 +116,46 @@ def dropped_pairs(store: Store) -> tuple[list[dict], list[str], list[str]]:
                 records.setdefault(out["id"], out)
         used.append(row.path)
     return list(records.values()), used, skipped
+
+
+@dataclass
+class BlindFound:
+    """What the blind test teaches: a pair per trial whose judge found the student's answer worse (the latest word
+    on each context and answer), and the rest counted as evidence, never pairs: judged better, the same, or worse
+    where the student's answer was the agent's action again (`agreed`)."""
+
+    records: list[dict] = field(default_factory=list)
+    evidence: Counter = field(default_factory=Counter)  # worse, better, same, agreed
+    sessions: set[str] = field(default_factory=set)
+
+
+def blind_pairs(store: Store, base_model: str, judges: tuple[str, ...] | list[str] = BLIND_JUDGES) -> BlindFound:
+    """The blind trials of `base_model`'s models answered by `judges` with a better answer said, as preference pairs
+    where the student's was worse: prompt = the context the student saw, chosen = the agent's recorded action,
+    rejected = the student's answer (scrubbed, read as the miner reads it); source "blind test", the trial and the
+    judge as provenance. A context judged again (another test, the same answer) counts once: its latest word."""
+    t, r = BlindTestRow, BlindTrialRow
+    found = BlindFound()
+    if not judges:
+        return found
+    q = (select(r, t.judge).join(t, t.id == r.test_id)
+         .where(t.base_model == base_model, t.judge.in_(list(judges)), r.pick.is_not(None), r.better.is_not(None))
+         .order_by(r.answered_at, r.id))
+    latest: dict[tuple, tuple[BlindTrialRow, str]] = {}
+    with store.session() as s:
+        for trial, judge in s.execute(q):
+            s.expunge(trial)
+            latest[(trial.context_key, trial.student, judge)] = (trial, judge)
+    scrubber = Scrubber()
+    for trial, judge in latest.values():
+        was = student_was(trial.agent_side, trial.better)
+        chosen, rejected = parse_student(trial.teacher), parse_student(scrubber.text(trial.student))
+        if was == "worse" and exact_agreement(chosen, rejected):
+            was = "agreed"
+        found.evidence[was] += 1
+        if was != "worse":
+            continue
+        found.records.append(pair_record(json.loads(trial.context_json), chosen, rejected, session_id=trial.session_id,
+                                         turn=trial.turn, source=BLIND, blind_trial_id=trial.id, judge=judge))
+        found.sessions.add(trial.session_id)
+    return found

@@ -1,7 +1,8 @@
 """Preference pairs (DPO / ORPO / KTO): for a teacher context from an SFT dataset's train split, the student's next
 action (chosen = the teacher's recorded action, rejected = the student's) plus the user's dropped preference_v1
-files and the source dataset's corrections (chosen = an accepted correction, rejected = the answer the served student
-gave; its `pairs.jsonl`). A context where the student already agrees with the teacher is not a pair. Pure Python:
+files, the source dataset's corrections (chosen = an accepted correction, rejected = the answer the served student
+gave; its `pairs.jsonl`) and the blind test's trials where a person found the student's answer worse (chosen = the
+agent's action, rejected = the student's answer). A context where the student already agrees with the teacher is not a pair. Pure Python:
 generation is the engine's (`engine.workers.mine_pairs`), behind the `Student` protocol (a llama.cpp student can stand in
 later).
 
@@ -14,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -26,7 +27,8 @@ from app.core.datasets import checks, manifest
 from app.core.datasets.catalog import Registry, default_name
 from app.core.datasets.contexts import Context, teacher_contexts, train_records
 from app.core.datasets.errors import BuildError
-from app.core.datasets.pair_records import SPEC_ID, dropped_pairs, pair_record
+from app.core.datasets.pair_records import BLIND, BLIND_JUDGES, SPEC_ID, BlindFound, blind_pairs, dropped_pairs, \
+    pair_record
 from app.core.datasets.pair_records import conversational  # noqa: F401 - importable from pairs, as before the split
 from app.core.toolcalls.agreement import exact_agreement
 from app.core.toolcalls.convention import parse_student
@@ -47,6 +49,8 @@ class PairsConfig(BaseModel):
     max_new_tokens: int = Field(256, ge=1, le=8192)
     include_dropped: bool = True  # the user's accepted preference_v1 files join the pairs
     include_corrections: bool = True  # the source dataset's corrections (its pairs.jsonl) join the pairs
+    # whose blind trials judged "student worse" join the pairs: a person's; the teacher's only when chosen; [] none
+    blind_judges: list[Literal["person", "teacher"]] = list(BLIND_JUDGES)
     seed: int = 0
 
 
@@ -76,6 +80,7 @@ class Plan:
     dropped_skipped: list[str] = field(default_factory=list)
     skipped_heldout: int = 0
     corrections: list[dict] = field(default_factory=list)  # the source dataset's correction pairs
+    blind: BlindFound = field(default_factory=BlindFound)  # the blind test's pairs and evidence
 
 
 def _source(registry: Registry, config: PairsConfig) -> BuiltDataset:
@@ -126,7 +131,8 @@ def plan(store: Store, config: PairsConfig) -> Plan:
         p.dropped, p.dropped_files, p.dropped_skipped = dropped_pairs(store)
     if config.include_corrections:
         p.corrections = list(manifest.iter_pairs(folder))
-    if not p.contexts and not p.dropped and not p.corrections:
+    p.blind = blind_pairs(store, config.base_model, config.blind_judges)
+    if not p.contexts and not p.dropped and not p.corrections and not p.blind.records:
         raise BuildError(f"the source dataset {source.name} has no teacher context in its train split",
                          fix="build a dataset with a train split, or choose another")
     return p
@@ -161,11 +167,12 @@ def build(p: Plan, student: Student, out: Path, progress: Progress = _quiet, log
         progress("generate", i + 1, len(p.contexts))
     counts["student pairs"] = len(pairs)
     counts["correction pairs"] = merge(pairs, p.corrections, counts, scrubber)
+    counts["blind test pairs"] = merge(pairs, p.blind.records, counts, scrubber)
     counts["dropped pairs"] = merge(pairs, p.dropped, counts, scrubber)
     counts["pairs"] = len(pairs)
     log(f"{counts['contexts']} contexts: the student agreed on {counts['agreed']}, {counts['student pairs']} pairs; "
-        f"{counts['correction pairs']} pairs from corrections; {counts['dropped pairs']} pairs from "
-        f"{len(p.dropped_files)} dropped file(s)")
+        f"{counts['correction pairs']} pairs from corrections; {counts['blind test pairs']} from the blind test; "
+        f"{counts['dropped pairs']} pairs from {len(p.dropped_files)} dropped file(s)")
     if not pairs:
         raise BuildError("no preference pairs", why=f"the student agreed with the teacher on {counts['agreed']} of "
                                                     f"{counts['contexts']} contexts, {counts['excluded']} excluded",
@@ -200,8 +207,8 @@ def _keep(rec: dict, pairs: dict[str, dict], counts: Counter, scrubber: Scrubber
 def _write(p: Plan, student: Student, out: Path, records: list[dict], counts: Counter, outcomes: list[dict],
            progress: Progress) -> manifest.Manifest:
     out.mkdir(parents=True, exist_ok=True)
-    order = {"student": 0, "correction": 1}
-    records.sort(key=lambda r: (order.get(r["source"], 2), r["session_id"], r["turn"] or 0, r["id"]))
+    order = {"student": 0, "correction": 1, BLIND: 2}
+    records.sort(key=lambda r: (order.get(r["source"], 3), r["session_id"], r["turn"] or 0, r["id"]))
     manifest.write_jsonl(out / manifest.SPLIT_FILES["train"], records)
     progress("write", 1, 2)
     sessions = {r["session_id"] for r in records if r["session_id"]}
@@ -212,7 +219,8 @@ def _write(p: Plan, student: Student, out: Path, records: list[dict], counts: Co
         size.tokens += full
         size.trained_tokens += max(0, full - 2 * prompt)
     config = p.config.model_dump() | {"source": p.source.name}
-    (out / manifest.REPORT).write_text(json.dumps(_report(p, counts, outcomes), indent=1, ensure_ascii=False),
+    (out / manifest.REPORT).write_text(json.dumps(_report(p, counts, outcomes, records), indent=1,
+                                                  ensure_ascii=False),
                                        encoding="utf-8")
     per = Counter(r["session_id"] for r in records if r["source"] == "student")
     sha = {u.id: u.content_sha256 for u in p.source_manifest.sessions}
@@ -235,11 +243,17 @@ def _write(p: Plan, student: Student, out: Path, records: list[dict], counts: Co
     return man
 
 
-def _report(p: Plan, counts: Counter, outcomes: list[dict]) -> dict:
-    """report.json: where the contexts came from, what the student did at each, where the pairs came from."""
+def _report(p: Plan, counts: Counter, outcomes: list[dict], records: list[dict]) -> dict:
+    """report.json: where the contexts came from, what the student did at each, where the pairs came from (the pairs
+    kept by source; the blind test's evidence and the held-out sessions its pairs come from)."""
+    kept = [r for r in records if r["source"] == BLIND]
+    blind = {"pairs": len(kept), "trials": sorted(r["blind_trial_id"] for r in kept),
+             "judges": sorted({r["judge"] for r in kept}), "sessions": sorted({r["session_id"] for r in kept}),
+             "evidence": {k: p.blind.evidence.get(k, 0) for k in ("worse", "better", "same", "agreed")}}
     return {"source": {"name": p.source.name, "fingerprint": p.source.fingerprint}, "contexts": counts["contexts"],
             "agreed": counts["agreed"], "pairs": counts["pairs"], "student_pairs": counts["student pairs"],
-            "correction_pairs": counts["correction pairs"],
+            "correction_pairs": counts["correction pairs"], "blind_pairs": counts["blind test pairs"],
+            "by_source": dict(Counter(r["source"] for r in records)), "blind_test": blind,
             "dropped_pairs": counts["dropped pairs"], "dropped_files_included": len(p.dropped_files),
             "dropped_files": p.dropped_files, "dropped_files_skipped": p.dropped_skipped,
             "excluded": counts["excluded"], "truncated": counts["truncated"],

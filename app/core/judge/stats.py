@@ -142,6 +142,14 @@ def paired_bootstrap(after: Sequence[Unit], before: Sequence[Unit], resamples: i
     return Interval(point, low, high, confidence, n)
 
 
+def ratio_interval(units: Sequence[Unit], resamples: int = 2000, seed: int = 0, confidence: float = 0.95,
+                   clusters: Sequence[str] | None = None) -> Interval | None:
+    """The interval of ratio(units) itself (a share: yes / trials), percentile bootstrap as `paired_bootstrap` — with
+    `clusters`, whole sessions resampled and the interval widened for their number — against a reference of zero
+    (each unit (0, 1)), so the difference is the ratio."""
+    return paired_bootstrap(units, [(0.0, 1.0)] * len(units), resamples, seed, confidence, clusters=clusters)
+
+
 def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value for the discordant pairs: b units only the first model got right, c only the
     second. Under no difference each discordant pair goes either way with probability 1/2: p = 2 · P(X ≤ min(b, c)),

@@ -3,6 +3,7 @@ migrations/ are the source of truth for the schema."""
 from __future__ import annotations
 
 from app.core.base.schema.base import Base, Setting, utcnow
+from app.core.base.schema.blind import BlindTestRow, BlindTrialRow
 from app.core.base.schema.capture import (AgentSession, CaptureCount, CaptureFile, DatasetFile, ImportRow, MessageRow,
                                           QuarantineRow, SessionCount, ToolCount)
 from app.core.base.schema.datasets import BuiltDataset, DatasetSession, HeldOut
@@ -14,7 +15,8 @@ from app.core.base.schema.ship import Deployment, ExportRow
 from app.core.base.schema.team import TeamMember  # noqa: F401
 
 __all__ = [
-    "AgentSession", "Base", "BuiltDataset", "CaptureCount", "CaptureFile", "CheckpointRow", "CorrectionRow", "CycleRow",
+    "AgentSession", "Base", "BlindTestRow", "BlindTrialRow", "BuiltDataset", "CaptureCount", "CaptureFile",
+    "CheckpointRow", "CorrectionRow", "CycleRow",
     "DatasetFile", "DatasetSession", "Deployment", "EvalRow", "ExperienceRow", "ExportRow", "HeldOut",
     "ImportRow", "Job", "MessageRow", "Promotion", "QuarantineRow", "RequestKey", "Run", "SessionCount", "SessionMark",
     "Setting", "TeacherCallRow", "ToolCount", "VerdictRow", "utcnow",

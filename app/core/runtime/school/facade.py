@@ -2,7 +2,8 @@
 Reads come from the store (no runtime needed); commands are written to the store, where the runtime takes them up."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import threading
+from typing import TYPE_CHECKING, Any, Callable
 
 from sqlalchemy import select
 
@@ -13,9 +14,11 @@ from app.core.runtime.school import cycles, night
 from app.core.runtime.machinery import lock
 from app.core.runtime.school import policy as pol
 from app.core.runtime.school.orchestrator import start_now
+from app.core.runtime.school.report_card import with_blind
 from app.core.runtime.school.triggers import meaning, nothing_to_learn, readiness
 
 if TYPE_CHECKING:
+    from app.core.judge.blind.trials import BlindTest
     from app.core.judge.records import Target
 
 GOOD_WEIGHT, BAD_WEIGHT = 2.0, 0.0
@@ -38,6 +41,7 @@ class School:
         current = cycles.current(self.store)
         last = cycles.last_ended(self.store)
         holder = lock.holder()
+        blind = self.blind_results()
         return {
             "runtime": {k: holder[k] for k in ("role", "pid", "started")} if holder else None,
             "paused": pol.paused(self.store),
@@ -47,7 +51,9 @@ class School:
                      "next_window": ready.next_window, "waiting": ready.reasons,
                      "meaning": meaning(policy.base_model), "training": night.plan(policy, self.store).as_dict()},
             "cycle": current.to_dict() if current else None,
-            "last": last.to_dict() if last else None,
+            "last": with_blind(self.store, last.to_dict(), blind) if last else None,
+            "blind": blind,
+            "at_work": self.at_work(),
         }
 
     def student(self, base_model: str) -> dict[str, Any]:
@@ -64,14 +70,22 @@ class School:
                 if state else None,
                 "deployment": {"id": row.id, "sha256": row.sha256, "file": row.file, "note": row.note} if row else None}
 
+    def at_work(self) -> dict[str, Any]:
+        """Where the student is connected and what it did there in the last 7 days (ship/connect/work.read)."""
+        from app.core.ship.connect.work import read
+
+        return read(self.store)
+
     def history(self, limit: int = 10) -> list[dict[str, Any]]:
-        return [c.to_dict() for c in cycles.history(self.store, limit)]
+        """The newest cycles, each report card with its student's blind test figures as they are now."""
+        every = self.blind_results()
+        return [with_blind(self.store, c.to_dict(), every) for c in cycles.history(self.store, limit)]
 
     def cycle(self, cycle_id: int) -> dict[str, Any]:
         found = cycles.get(self.store, cycle_id)
         if found is None:
             raise SchoolError(f"there is no cycle {cycle_id}", fix="see `nightschool school history`")
-        return found.to_dict()
+        return with_blind(self.store, found.to_dict())
 
     def policy(self) -> dict[str, Any]:
         return pol.load(self.store).model_dump()
@@ -167,3 +181,32 @@ class School:
 
         row, report = evaluate(self.store, target, choose_set(self.store, target, None, None))
         return {"eval": row.id, "label": report.label, "metrics": report.metrics, "contexts": report.contexts}
+
+    # --- the blind test --------------------------------------------------------------------------
+    def blind_results(self, judge: str | None = None) -> list[dict[str, Any]]:
+        """Each tested model's indistinguishable share with its session-level interval and trial count (the model
+        tested last first), with the goal (45 %) and chance (50 %): the School tab's chart, `school status`, MCP."""
+        from app.core.judge.blind.figure import results
+
+        return [r.as_dict() for r in results(self.store, judge)]
+
+    def blind_test(self, model: str | None = None, n: int = 20, judge: str = "person", sink: Callable | None = None,
+                   cancel: threading.Event | None = None, max_new_tokens: int | None = None) -> BlindTest:
+        """The blind test of `model` (None: the deployed student of the policy's base model) to go on with: the
+        unfinished one, else a new one of `n` trials, its student answers from the evaluation this machine judges
+        with (the policy's judge settings, served decoding: reused from a cycle when it judged the same way;
+        `max_new_tokens` over the settings' when named). For the teacher (`judge` "teacher": judge/blind/machine
+        answers it), refused before anything is drawn when the teacher cannot be asked."""
+        from app.core.judge.blind.draw import model as blind_model
+        from app.core.judge.blind.machine import ready
+        from app.core.judge.blind.trials import start, unfinished
+
+        if judge == "teacher":
+            ready(self.store)
+        policy = pol.load(self.store)
+        target = blind_model(self.store, model, policy.base_model)
+        going = unfinished(self.store, target, judge)
+        if going is not None:
+            return going
+        settings = pol.judge_settings(policy, max_new_tokens=max_new_tokens)
+        return start(self.store, target, settings, n, judge, sink, cancel)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from app.core.base.schema import EvalRow
 from app.core.base.store import Store
+from app.core.judge.blind.figure import of_checkpoint
 from app.core.runtime.school.cycles import Cycle
 
 EXAMPLES = 3
@@ -142,4 +143,18 @@ def report_card(store: Store, cycle: Cycle) -> dict:
         "export": (cycle.outputs.get("exporting") or {}).get("export"),
         "gguf": _gguf((cycle.outputs.get("exporting") or {}).get("gguf")),
         "gained": gained, "lost": lost, "summary": _summary(cycle, deltas, judged.get("verdict") or "", own),
+        "blind": of_checkpoint(store, judged.get("checkpoint") or trained.get("checkpoint")),
     }
+
+
+def with_blind(store: Store, cycle: dict, every: list[dict] | None = None) -> dict:
+    """A cycle (as data) whose report card carries its student's blind test figures as they are now: a test taken
+    after the cycle ended counts on its card (judge/blind/figure.of_checkpoint; [] when the student was not tested).
+    `every`: all the figures, read once for many cycles (School.blind_results)."""
+    card = cycle.get("report") or {}
+    if not card:
+        return cycle
+    ck = card.get("checkpoint")
+    found = of_checkpoint(store, ck) if every is None else [r for r in every if ck is not None and
+                                                            r["checkpoint_id"] == ck]
+    return {**cycle, "report": {**card, "blind": found}}

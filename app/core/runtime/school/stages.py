@@ -48,13 +48,13 @@ class Ctx:
 
 
 def building(ctx: Ctx, cycle: Cycle) -> Outcome:
-    """The student's own work first (answers a later teacher session contradicts are flagged; the teacher re-answers
-    flagged ones), then the dataset build: what is new for the school (sessions and accepted corrections no cycle
-    trained on: a dataset built by hand uses nothing up) and replay."""
+    """The student's own work first (its captured actions offered to the buffer; answers a later teacher session
+    contradicts are flagged; the teacher re-answers flagged ones), then the dataset build: what is new for the school
+    (sessions and accepted corrections no cycle trained on: a dataset built by hand uses nothing up) and replay."""
     from app.core.datasets.config import BuildConfig, Filters
     from app.core.datasets.runs import start_build
 
-    own = {"contradicted": contradicted(ctx), "corrections": corrections(ctx)}
+    own = {"offered": offered(ctx), "contradicted": contradicted(ctx), "corrections": corrections(ctx)}
     learned = cycles.learned_from(ctx.store, ctx.policy.base_model)
     config = BuildConfig(base_model=ctx.policy.base_model, mode="auto", max_length=ctx.policy.max_length,
                          test_share=ctx.policy.test_share, learned_from=learned,
@@ -72,6 +72,17 @@ def building(ctx: Ctx, cycle: Cycle) -> Outcome:
                                              f"{done.identical_to}: nothing to learn")
     return Outcome("done", {"dataset": done.name, "fingerprint": done.fingerprint, "examples": done.examples,
                             **own_examples(ctx, done.name), **members_of(ctx.store, done.name), **own})
+
+
+def offered(ctx: Ctx) -> dict:
+    """The student's own captured work (sessions it acted in) offered to the experience buffer where it is on, before
+    the scan and the teacher read the flagged entries (a failure is said, never fatal)."""
+    from app.core.datasets.student_work import offer
+
+    try:
+        return offer(ctx.store)
+    except Exception as exc:  # noqa: BLE001 - a bonus, as the scan: the cycle goes on without it
+        return {"offered": 0, "flagged": 0, "error": f"the student's captured work was not offered: {exc}"}
 
 
 def contradicted(ctx: Ctx) -> dict:
