@@ -1,6 +1,6 @@
 """Judge panel: tick models (the base and checkpoints), compare them (metric table with coloured deltas, overlaid
 training-loss curves, side-by-side generations, a ranking), and promote or roll back through the gate; beside it the
-blind test's view (app/ui/blind_panel)."""
+blind test's view (app/ui/judge_blind_panel)."""
 from __future__ import annotations
 
 from html import escape
@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
 
 from app.core.judge.nextaction import OUTCOME_WORDS
 from app.core.judge.report import places
-from app.ui.blind import BlindController
-from app.ui.blind_panel import BlindPanel
+from app.ui.judge_blind import BlindController
+from app.ui.judge_blind_panel import BlindPanel
 from app.ui.judge import ROWS, Choice, Comparison, JudgeController, Judged, short_model
 from app.ui.kit import DIM_STYLE, heading
 from widgets.banner import STYLE as BANNER_STYLE, Banner

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 from app.core.judge.report import METRICS
 from app.core.runtime.school.cycles import STAGES
 from app.core.train.backends import BACKENDS
-from app.ui.blind_words import blind_lines
+from app.ui.school_charts import blind_lines
 from app.ui.kit import DIM_STYLE, local_time
 from app.ui.school import SchoolController
 from app.ui.school_charts import SchoolCharts

@@ -12,7 +12,7 @@ from PySide6.QtCore import QPoint, Qt
 from app.core.judge.blind import trials as T
 from app.core.judge.blind.render import Arg, ContextView, Part, Turn, answer
 from app.core.runtime.school.facade import School
-from app.ui.blind_words import context_html, figure_rows, parts_html
+from app.ui.judge_blind_words import context_html, figure_rows, parts_html
 from tests.conftest import BLIND_TOKENS
 
 WAIT_MS = 30_000
@@ -28,7 +28,7 @@ BETTER = {Qt.Key.Key_Left: "A", Qt.Key.Key_Right: "B", Qt.Key.Key_Down: "same", 
 
 def judge_tab(qtbot, store):
     """The Judge tab on `store`, its Blind test view shown, the models listed."""
-    from app.ui.blind import BlindController
+    from app.ui.judge_blind import BlindController
     from app.ui.judge import JudgeController
     from app.ui.judge_panel import JudgePanel
 

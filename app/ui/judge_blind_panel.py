@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
 
 from app.core.judge.blind.render import BlindError
 from app.core.judge.blind.trials import DEFAULT_N
-from app.ui.blind import BlindController, Done, Model, Pending
-from app.ui.blind_words import BETTER_WORDS, INTRO, KEYS, context_html, done_html, parts_html, resume_words, trial_words
+from app.ui.judge_blind import BlindController, Done, Model, Pending
+from app.ui.judge_blind_words import BETTER_WORDS, INTRO, KEYS, context_html, done_html, parts_html, resume_words, trial_words
 from app.ui.kit import DIM_STYLE, GOOD, heading
 from widgets.banner import Banner
 
