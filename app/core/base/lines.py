@@ -187,3 +187,19 @@ def _parse_line(out: ReadResult | JsonlStream, line: Line, number: int, offset: 
     except (json.JSONDecodeError, RecursionError) as exc:
         out.problems.append((number, json_problem(exc)))
         return None
+
+
+def line_excerpts(path: Path, wanted: set[int], limit: int) -> dict[int, str]:
+    """The raw text of some lines by number (1-based), each cut to `limit` bytes: quarantine excerpts; {} when the
+    file cannot be read."""
+    out: dict[int, str] = {}
+    try:
+        with path.open("rb") as fh:
+            for number, raw in enumerate(fh, 1):
+                if number in wanted:
+                    out[number] = raw[:limit].decode("utf-8", errors="replace").rstrip("\r\n")
+                    if len(out) == len(wanted):
+                        break
+    except OSError:
+        pass
+    return out

@@ -26,7 +26,7 @@ from sqlalchemy import bindparam, delete, insert, select
 
 from app.core.base.clock import as_utc
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
-from app.core.base.lines import Reading
+from app.core.base.lines import Reading, line_excerpts
 from app.core.base.store import Store, insert_many
 from app.core.capture import agents
 from app.core.capture.batch import Batch, Sent, reads
@@ -334,7 +334,7 @@ class Ingestor:
     def _quarantine(self, conn, import_id: int, file: Path, problems: list[tuple[int, str]]) -> None:
         if not problems:
             return
-        excerpts = _lines(file, {n for n, _ in problems})
+        excerpts = line_excerpts(file, {n for n, _ in problems}, MAX_EXCERPT)
         conn.execute(insert(QuarantineRow), [
             dict(import_id=import_id, source_path=self.scrubber.text(str(file)), line=n, reason=why,
                  excerpt=self.scrubber.text(excerpts.get(n, "")), created_at=utcnow()) for n, why in problems])
@@ -391,17 +391,3 @@ def _delta(c: FileCounts, row, excluded: bool) -> _Delta:
     stored_delta = stored - row.stored
     return _Delta(lines_in, stored_delta, quarantined, lines_in - stored_delta - quarantined, new)
 
-
-def _lines(path: Path, wanted: set[int]) -> dict[int, str]:
-    """The raw text of some lines (for quarantine excerpts)."""
-    out: dict[int, str] = {}
-    try:
-        with path.open("rb") as fh:
-            for number, raw in enumerate(fh, 1):
-                if number in wanted:
-                    out[number] = raw[:MAX_EXCERPT].decode("utf-8", errors="replace").rstrip("\r\n")
-                    if len(out) == len(wanted):
-                        break
-    except OSError:
-        pass
-    return out
