@@ -52,9 +52,11 @@ def unmergeable(path: Path, why: str, block: str) -> ShipError:
                      fix=f"add this to it by hand:\n{block}")
 
 
-def _folder() -> Path:
+def _folder(create: bool = False) -> Path:
+    """<data dir>/connect/, made only when a manifest is written (reading status never creates it)."""
     folder = paths.data_dir() / "connect"
-    folder.mkdir(parents=True, exist_ok=True)
+    if create:
+        folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 
@@ -119,7 +121,7 @@ def apply(agent: str, edits: list[Edit]) -> dict:
             record["files"].append(entry)
         entry["sha256"] = hashlib.sha256(edit.after).hexdigest()
     record["connected_at"] = time.time()
-    atomic_write(_folder() / f"{agent}.json", json.dumps(record, indent=1), mode=SECRET_MODE)
+    atomic_write(_folder(create=True) / f"{agent}.json", json.dumps(record, indent=1), mode=SECRET_MODE)
     for edit in edits:
         keep = edit.path.exists() and not edit.secret
         atomic_write(edit.path, edit.after, mode=SECRET_MODE if edit.secret else None, keep_mode=keep)

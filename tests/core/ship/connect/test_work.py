@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
+from app.core.base import paths
 from app.core.capture.ingest import Ingestor
 from app.core.capture.sources import CaptureConfig
 from app.core.experience import buffer, config
@@ -31,6 +32,7 @@ def home(tmp_path, monkeypatch) -> Path:
 
 def test_at_work_counts_what_the_student_did_where_it_is_connected(store, home, tmp_path, capsys):
     assert work.at_work(store)["connected"] == []
+    assert not (paths.data_dir() / "connect").exists(), "reading where the student works wrote a folder"
     connection.connect("codex", check=False)
     folder = tmp_path / "codex"
     ingestor = Ingestor(store, CaptureConfig(roots={"codex": [str(folder)]}), Scrubber(home="/home/me"))

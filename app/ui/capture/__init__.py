@@ -1,0 +1,1 @@
+"""The Capture tab: sources, per-day charts, projects and sessions (controller, panel)."""

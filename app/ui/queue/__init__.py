@@ -1,0 +1,1 @@
+"""The Queue tab: waiting and running jobs in order (controller, panel)."""

@@ -1,0 +1,1 @@
+"""The Training tab: jobs, their alerts and live charts (controller, panel)."""
