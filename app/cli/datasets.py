@@ -106,7 +106,8 @@ def cmd_pairs(args) -> int:
     config = PairsConfig(name=args.name, base_model=args.model, adapter=args.adapter, source=args.source,
                          max_contexts=args.max_contexts, max_new_tokens=args.max_new_tokens,
                          include_dropped=not args.no_dropped,
-                         blind_judges=[*(["person"] if args.blind else []), *(["teacher"] if args.teacher_blind else [])])
+                         blind_judges=[*([] if args.no_blind else ["person"]),
+                                       *(["teacher"] if args.teacher_blind else [])])
     outcome = _finish(start_pairs(store, config))
     if isinstance(outcome, int):
         return outcome
@@ -311,9 +312,11 @@ def _add_pairs(dsub) -> None:
     p.add_argument("--max-contexts", type=int, default=200)
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--no-dropped", action="store_true", help="leave out your dropped preference files")
-    p.add_argument("--blind", action="store_true", help="add the blind test's pairs (a person's trials that found the "
-                                                        "student's answer worse; held-out contexts: the next "
-                                                        "judgement may meet them)")
+    blind = p.add_mutually_exclusive_group()
+    blind.add_argument("--blind", action="store_true", help="add the blind test's pairs (a person's trials that found "
+                                                            "the student's answer worse; the default: the judge sets "
+                                                            "their held-out contexts aside)")
+    blind.add_argument("--no-blind", action="store_true", help="leave out the blind test's pairs (a person's trials)")
     p.add_argument("--teacher-blind", action="store_true", help="add the trials the teacher judged in the blind "
                                                                 "test (a machine's judgement)")
     p.set_defaults(func=cmd_pairs)

@@ -142,9 +142,17 @@ def held_out_cases(config, out: Emitter) -> tuple[list, list, dict, list] | None
     set; None (and an error envelope) when it has nothing to evaluate on. Both evaluators see the same cases."""
     settings = config.settings
     records = list(evalset.read_records(Path(config.eval_file)))
-    found = evalset.contexts(records, settings)
-    chosen = evalset.loss_records(records, settings)
+    aside = frozenset(config.set_aside)  # blind-test pairs were made of them: no draw takes them (evalset.set_aside)
+    found = evalset.contexts(records, settings, aside)
+    chosen = evalset.loss_records(records, settings, aside)
     examples = [r["messages"] for r in chosen]
+    if not found and aside and evalset.contexts(records, settings):
+        out.emit(P.Error(message=f"the held-out set {config.eval_set} has nothing left to evaluate on",
+                         why=f"each of its next actions is set aside: blind-test pairs were made of {len(aside)} "
+                             "context(s) of it, and a model may have trained on them",
+                         fix="hold out more sessions: capture more work, then build a dataset (nightschool dataset "
+                             "build)"))
+        return None
     if not found:
         out.emit(P.Error(message=f"the held-out set {config.eval_set} has nothing to evaluate on",
                          why="no example has an assistant message after a user message",
@@ -152,6 +160,9 @@ def held_out_cases(config, out: Emitter) -> tuple[list, list, dict, list] | None
         return None
     schemas = evalset.tool_schemas([Path(f) for f in [*config.schema_files, config.eval_file]])
     sessions = {c.session_id for c in found}
+    if aside:
+        out.emit(P.Log(message=f"{len(aside)} held-out context(s) set aside, as blind-test pairs were made of them: "
+                               "neither they nor near-identical ones are next actions or in loss examples here"))
     out.emit(P.Log(message=f"{len(examples)} examples for the loss, {len(found)} next actions from "
                            f"{len(sessions)} session(s) of {config.eval_set}; {len(schemas)} tool schema(s) inferred"))
     return found, examples, schemas, [str(r.get("session_id") or "") for r in chosen]

@@ -30,13 +30,21 @@ class Context(NamedTuple):
         return manifest.example_id([*self.messages, self.teacher])
 
 
-def _covers(longer: Context, shorter: Context) -> bool:
+def covers(longer: Context, shorter: Context) -> bool:
     """The same action seen twice because windows overlap: the shorter context is the header of the longer one's
     window plus a tail the longer context ends with."""
     head = header_length(shorter.messages)
     tail = shorter.messages[head:]
     return (len(longer.messages) > len(shorter.messages) and longer.messages[:head] == shorter.messages[:head]
             and longer.messages[len(longer.messages) - len(tail):] == tail)
+
+
+def cut(rec: dict) -> Iterator[Context]:
+    """Every assistant message of a record after its first user message, with the messages before it (not deduped)."""
+    msgs = rec["messages"]
+    for i, m in enumerate(msgs):
+        if m.get("role") == "assistant" and any(x.get("role") == "user" for x in msgs[:i]):
+            yield Context(msgs[:i], m, rec.get("id", ""), rec.get("session_id", ""))
 
 
 def teacher_contexts(records: Iterable[dict], max_contexts: int, seed: int = 0) -> list[Context]:
@@ -47,15 +55,12 @@ def teacher_contexts(records: Iterable[dict], max_contexts: int, seed: int = 0) 
     for rec in records:
         if rec.get("split", "train") != "train":
             continue
-        msgs = rec["messages"]
-        for i, m in enumerate(msgs):
-            if m.get("role") == "assistant" and any(x.get("role") == "user" for x in msgs[:i]):
-                ctx = Context(msgs[:i], m, rec.get("id", ""), rec.get("session_id", ""))
-                found.setdefault(ctx.key, ctx)
+        for ctx in cut(rec):
+            found.setdefault(ctx.key, ctx)
     same: dict[tuple[str, str], list[Context]] = {}
     for ctx in sorted(found.values(), key=lambda c: (-c.turn, c.key)):
         same.setdefault((ctx.session_id, manifest.example_id([ctx.teacher])), []).append(ctx)
-    kept = [c for group in same.values() for i, c in enumerate(group) if not any(_covers(b, c) for b in group[:i])]
+    kept = [c for group in same.values() for i, c in enumerate(group) if not any(covers(b, c) for b in group[:i])]
     kept.sort(key=lambda c: hashlib.sha256(f"{seed}:{c.key}".encode()).hexdigest())
     return sorted(kept[:max_contexts], key=lambda c: (c.session_id, c.turn, c.key))
 

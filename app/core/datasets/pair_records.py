@@ -1,6 +1,7 @@
 """The preference_v1 record (`pair_record`): one shape, in conversational Hermes text, for the pairs the student's
 answers make, for correction pairs, for the user's dropped preference files (`conversational`, `dropped_pairs`) and
-for the blind test's trials where the judge found the student's answer worse (`blind_pairs`).
+for the blind test's trials where the judge found the student's answer worse (`blind_pairs`; their held-out contexts,
+which the judge sets aside: `blind_contexts`).
 
 Record (preference_v1, conversational), the same fields in every record: {"id", "source": "student" | "dropped" |
 "correction" | "blind test", "session_id", "example_id" (the source SFT example), "turn" (the teacher message's index
@@ -34,10 +35,10 @@ from app.core.toolcalls.convention import as_text, parse_student
 
 SPEC_ID = "preference_v1"
 BLIND = "blind test"  # the source of a pair a blind test's judge made
-# whose blind trials make pairs unless chosen otherwise: none yet. Blind trials are drawn from held-out sessions, and
-# the judge does not yet skip a context a pair trained on, so a pair would inflate the next gate's and blind test's
-# numbers: a person opts in (`dataset pairs --blind`), knowing it; a machine judge's only when asked besides
-BLIND_JUDGES: tuple[str, ...] = ()
+# whose blind trials make pairs unless chosen otherwise: a person's (the refining stage, `dataset pairs`); a machine
+# judge's only when asked (`--teacher-blind`). Their contexts come from held-out sessions: the judge sets each one
+# aside once it was judged worse (`blind_contexts`), so training on it flatters no later gate or blind test
+BLIND_JUDGES: tuple[str, ...] = ("person",)
 
 
 def pair_id(prompt: list[dict], chosen: list[dict], rejected: list[dict]) -> str:
@@ -159,3 +160,16 @@ def blind_pairs(store: Store, base_model: str, judges: tuple[str, ...] | list[st
                                          turn=trial.turn, source=BLIND, blind_trial_id=trial.id, judge=judge))
         found.sessions.add(trial.session_id)
     return found
+
+
+def blind_contexts(store: Store, base_model: str) -> frozenset[str]:
+    """The held-out contexts (Context.key) the judge sets aside for `base_model`: every one a blind trial of its
+    models was answered on with the student's answer worse, by any judge, at any time — a blind-test pair can be made
+    of it (by default or when asked), so a model may have trained on it. The rule is one query and only grows:
+    another trial's word on the same context (better, the same) does not bring it back, nor does a dataset left
+    unbuilt or deleted; the held-out draws take other contexts instead (judge/evalset.set_aside)."""
+    t, r = BlindTestRow, BlindTrialRow
+    q = (select(r.context_key).join(t, t.id == r.test_id)
+         .where(t.base_model == base_model, r.pick.is_not(None), r.better == r.agent_side).distinct())
+    with store.session() as s:
+        return frozenset(s.scalars(q))

@@ -16,7 +16,8 @@ from app.core.base.fingerprint import sha256_file
 from app.core.base.schema import BuiltDataset, EvalRow
 from app.core.base.store import Store
 from app.core.datasets.catalog import Registry
-from app.core.judge.evalset import EvalConfig, EvalSet
+from app.core.datasets.pair_records import blind_contexts
+from app.core.judge.evalset import EvalConfig, EvalSet, set_aside
 from app.core.judge.records import JudgeError, Target, cached_eval
 from app.core.judge.report import EvalReport, EvalSettings
 from app.core.workers import WorkerRun
@@ -47,7 +48,13 @@ def latest_heldout(store: Store, base_model: str) -> BuiltDataset | None:
 def choose_set(store: Store, target: Target, dataset: str | None = None, file: str | Path | None = None) -> EvalSet:
     """The held-out set: a file or a named dataset's test split when asked for, else the current held-out set of the
     base model (the newest build's test split: candidate, base and deployed are compared on one set, whatever
-    dataset the checkpoint trained on), else the job's own eval snapshot."""
+    dataset the checkpoint trained on), else the job's own eval snapshot. Whichever it is, the contexts blind-test
+    pairs of the base model were made of are set aside (datasets/pair_records.blind_contexts, evalset.set_aside):
+    no next action or loss example of an evaluation, or of a blind test, is one a model may have trained on."""
+    return set_aside(_chosen(store, target, dataset, file), blind_contexts(store, target.base_model))
+
+
+def _chosen(store: Store, target: Target, dataset: str | None, file: str | Path | None) -> EvalSet:
     if file:
         path = Path(file).expanduser()
         if not path.is_file():
@@ -73,7 +80,7 @@ def _config(target: Target, evset: EvalSet, settings: EvalSettings) -> EvalConfi
     return EvalConfig(label=target.label, base_model=target.base_model, adapter=target.adapter,
                       adapter_sha256=target.adapter_sha256(), eval_file=str(evset.path), eval_set=evset.name,
                       eval_set_sha256=evset.sha256, schema_files=[str(p) for p in evset.schema_files],
-                      settings=settings, gguf_name=target.file_stem)
+                      settings=settings, gguf_name=target.file_stem, set_aside=sorted(evset.set_aside))
 
 
 def evaluator_for(choice: str) -> str:

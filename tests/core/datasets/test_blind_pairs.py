@@ -1,7 +1,8 @@
 """What the eye teaches: a blind trial whose judge found the student's answer worse becomes a preference pair (chosen =
 the agent's action, rejected = the student's answer, the same context; source "blind test", the trial and judge as
-provenance); one judged better or the same is evidence, counted, never a pair; a machine judge's trials make pairs
-only when chosen. The pairs join the mined ones in a preference build, counted by source in its report, in
+provenance); one judged better or the same is evidence, counted, never a pair; a person's trials make pairs by
+default, a machine judge's only when chosen. The pairs join the mined ones in a preference build (the refining stage's
+default config), counted by source in its report, in
 `nightschool dataset show` and the Datasets tab's words — with a scripted student here, and through the real pairs
 worker on a drawn blind test (the `blind_school` fixture) in the slow test."""
 from __future__ import annotations
@@ -48,7 +49,7 @@ def test_a_trial_judged_worse_is_a_pair_and_the_rest_is_evidence(store):
     _answer(store, machine, ["worse"])
     stored_test(store, "other-model", "person", [_trial(8, "A")])
 
-    found = blind_pairs(store, "m", ["person"])  # opted in: a person's trials
+    found = blind_pairs(store, "m")  # by default: a person's trials
     assert dict(found.evidence) == {"worse": 2, "better": 1, "same": 1, "agreed": 1}  # the same answer: no pair
     assert sorted(r["session_id"] for r in found.records) == ["held-0", "held-1"] == sorted(found.sessions)
     trials = {t.position: t for t in T.load(store, person).trials}
@@ -62,7 +63,7 @@ def test_a_trial_judged_worse_is_a_pair_and_the_rest_is_evidence(store):
     # a machine judge's trials only when chosen; none at all with no judge
     both = blind_pairs(store, "m", ("person", "teacher"))
     assert [r["judge"] for r in both.records].count("teacher") == 1 and len(both.records) == 3
-    assert blind_pairs(store, "m", ()).records == [] == blind_pairs(store, "m").records  # none unless asked
+    assert blind_pairs(store, "m", ()).records == []  # none when no judge is chosen
 
     # judged again in a later test (the same context, the same answer): the latest word counts
     later = stored_test(store, "m", "person", [_trial(0, "B")])
@@ -80,7 +81,7 @@ def test_blind_test_pairs_join_a_preference_build_counted_by_source(store, tmp_p
     _answer(store, machine, ["worse"])
     student = Scripted({("s1", 2): "I give up.", ("s2", 2): "Fixed s2."})  # one mined pair, one agreement
 
-    p = plan(store, PairsConfig(base_model="m", name="prefs", blind_judges=["person"]))
+    p = plan(store, PairsConfig(base_model="m", name="prefs"))  # the default: a person's trials, not the teacher's
     out = tmp_path / "prefs"
     man = build(p, student, out)
     records = list(manifests.iter_examples(out, "train"))
@@ -99,7 +100,7 @@ def test_blind_test_pairs_join_a_preference_build_counted_by_source(store, tmp_p
     assert "1 student pairs, 0 from corrections, 1 from the blind test, 0 from your files" in shown
     assert "blind test: 1 answers judged worse than the agent's, 1 better, 1 the same (evidence, not pairs)" in shown
 
-    from app.ui.datasets_words import Details, pairs_html
+    from app.ui.datasets.words import Details, pairs_html
 
     html = pairs_html(Details(name="prefs", folder=out, report=report, manifest=man))
     assert "Pairs from the blind test</td><td>1<" in html
@@ -121,7 +122,7 @@ def test_a_blind_trial_judged_worse_reaches_a_built_preference_dataset(blind_sto
         T.answer(blind_store, trial.id, trial.agent_side, trial.agent_side, 2.0)
     worse = {t.id: t for t in T.load(blind_store, test.id).trials}
     done = start_pairs(blind_store, PairsConfig(base_model=str(shippable_model), source="cycle-1", max_contexts=2,
-                                                max_new_tokens=4, blind_judges=["person"])).finish()  # opted in
+                                                max_new_tokens=4)).finish()  # by default
     assert done.ok, done.message
     folder = Path(Registry(blind_store).get(done.name).path)
     got = [r for r in manifests.iter_examples(folder, "train") if r["source"] == BLIND]

@@ -15,7 +15,7 @@ from app.core.judge.gguf import Tolerance, compare, evaluate_gguf, keyed, served
 from app.core.judge.records import JudgeError, Target
 from app.core.judge.report import LOSSES, EvalReport, EvalSettings
 from app.core.ship.exports import export
-from app.ui.school_words import gguf_lines
+from app.ui.school.words import gguf_lines
 from tests.conftest import write_jsonl
 
 SETTINGS = EvalSettings(max_contexts=16, max_new_tokens=32)  # as `nightschool eval --max-contexts 16 …` asks

@@ -120,7 +120,7 @@ def test_the_parts_table_puts_teacher_base_and_candidate_side_by_side_on_shared_
 
 def test_the_parts_table_is_printed_by_the_cli_and_said_by_the_school_tab(capsys):
     from app.cli.school_print import print_reward_parts
-    from app.ui.school_words import reward_part_lines
+    from app.ui.school.words import reward_part_lines
 
     ctx = RewardContext(tools=["Read"], teacher_calls=[READ])
     teacher = teacher_breakdowns([row("k", "", ctx)])

@@ -1,7 +1,8 @@
 """Which model a blind test is about and what it shows: the student's answers read from its evaluation with the served
 decoding (llama.cpp, the lazy tool grammar; the evaluate module's cache, so a cycle's judging is reused, else run now
 with progress), each matched by key to its held-out context, and N of them drawn across sessions as the judge draws
-(evalset.stratified), next actions not yet shown to this judge first."""
+(evalset.stratified), next actions not yet shown to this judge first; a context a blind-test pair was made of is set
+aside, as the judge sets it aside (evaluate.choose_set): no later test shows it."""
 from __future__ import annotations
 
 import threading
@@ -13,7 +14,7 @@ from app.core.datasets.contexts import Context
 from app.core.judge.blind.render import BlindError, context
 from app.core.judge.deployment import deployed_target
 from app.core.judge.evalset import EvalSet, contexts, read_records, stratified
-from app.core.judge.evaluate import Sink, choose_set, evaluate_all, generations
+from app.core.judge.evaluate import Evaluation, Sink, choose_set, evaluate_all, generations
 from app.core.judge.records import JudgeError, Target, resolve
 from app.core.judge.report import EvalSettings
 
@@ -68,12 +69,18 @@ def answers(store: Store, target: Target, settings: EvalSettings, sink: Sink | N
                          fix="build a dataset with a test share above 0 (nightschool dataset build): a blind test "
                              "shows only sessions no training saw") from None
     done = evaluate_all(store, [target], evset, served(settings), sink, cancel=cancel)[0]
-    rows = {r["key"]: r for r in generations(done.row)}
-    if not rows:  # the evaluation's generations.jsonl is gone: its answers are measured again
+    if not generations(done.row):  # the evaluation's generations.jsonl is gone: its answers are measured again
         done = evaluate_all(store, [target], evset, served(settings), sink, force=True, cancel=cancel)[0]
-        rows = {r["key"]: r for r in generations(done.row)}
+    return answered(target, evset, done)
+
+
+def answered(target: Target, evset: EvalSet, done: Evaluation) -> Answers:
+    """The answers of `done`, an evaluation of `target` on `evset`, each with its held-out context as that
+    evaluation drew them (its settings; the contexts `evset` sets aside left out: blind-test pairs were made of
+    them)."""
+    rows = {r["key"]: r for r in generations(done.row)}
     records = list(read_records(evset.path))
-    found = {c.key: c for c in contexts(records, done.report.settings)}
+    found = {c.key: c for c in contexts(records, done.report.settings, evset.set_aside)}
     return Answers(target, evset, done.row, rows, found, done.reused)
 
 
@@ -87,7 +94,8 @@ def showable(ctx: Context) -> bool:
 
 def draw(found: Answers, n: int, seed: int, shown: set[str] | frozenset[str] = frozenset()) -> list[Context]:
     """Up to `n` held-out contexts with an answer, drawn round-robin across sessions (near-identical ones once) with
-    `seed`, those whose key is not in `shown` first; BlindError when none has a context a person can read."""
+    `seed`, those whose key is not in `shown` first (fewer when the set holds fewer: those set aside are not in
+    `found`); BlindError when none has a context a person can read."""
     usable = [ctx for key, ctx in found.contexts.items() if key in found.rows]
     if not usable:
         raise BlindError(f"the evaluation #{found.row.id} of {found.target.label} answered no context of its "

@@ -249,8 +249,10 @@ def refines(policy: Policy, cycle_number: int) -> bool:
 
 
 def refining(ctx: Ctx, cycle: Cycle) -> Outcome:
-    """Every k-th cycle: mine preference pairs where the SFT student disagrees with the teacher, then DPO on top
-    (policy `preference`), or GRPO with the behavioural reward on the new contexts (policy `rl`)."""
+    """Every k-th cycle: mine preference pairs where the SFT student disagrees with the teacher (beside them the
+    blind test's pairs a person judged, the corrections and the dropped files: datasets/pairs, by source in its
+    report), then DPO on top (policy `preference`), or GRPO with the behavioural reward on the new contexts (policy
+    `rl`)."""
     sft = cycle.outputs["training"]
     ds = _dataset(ctx, cycle)
     if ctx.policy.refine == "rl":
