@@ -15,6 +15,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -127,8 +128,14 @@ def real_corpus(root: Path, megabytes: int, fixtures: list[Path]) -> tuple[list[
     return files, total
 
 
-def plain_loop(files: list[Path]) -> float:
-    started = time.perf_counter()
+def cpu() -> float:
+    """CPU seconds of this process and its ended children (a scan's workers): on a loaded machine, steadier than wall."""
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + done.ru_utime + done.ru_stime
+
+
+def plain_loop(files: list[Path]) -> tuple[float, float]:
+    started, used = time.perf_counter(), cpu()
     for path in files:  # a .json document whole (older Gemini chats); JSONL line by line, a bad line passed over
         with path.open("rb") as fh:
             for line in [fh.read()] if path.suffix == ".json" else fh:
@@ -136,13 +143,13 @@ def plain_loop(files: list[Path]) -> float:
                     json.loads(line)
                 except ValueError:
                     pass
-    return time.perf_counter() - started
+    return time.perf_counter() - started, cpu() - used
 
 
 def ours(files: list[Path], root: Path, db: Path, agent: str | None = "claude-code",
-         workers: int | None = 1) -> tuple[float, int]:
-    """Seconds to ingest the files (agent None: each file's format detected, as a scan of mixed folders does) with
-    `workers` prepare workers (1: all in this process; None: the app's default, started once 16 MB were read)."""
+         workers: int | None = 1) -> tuple[float, int, float]:
+    """Seconds (and CPU seconds, `cpu`) to ingest the files (agent None: each file's format detected, as a scan of
+    mixed folders does) with `workers` prepare workers (1: all here; None: the app's default, from 16 MB read)."""
     from app.core.base.store import Store
     from app.core.capture.ingest import Ingestor
     from app.core.capture.sources import CaptureConfig
@@ -150,11 +157,11 @@ def ours(files: list[Path], root: Path, db: Path, agent: str | None = "claude-co
     store = Store(db)
     ingestor = Ingestor(store, CaptureConfig(roots={agent: [str(root)]} if agent else {}))
     ingestor.workers = workers or ingestor.workers
-    started = time.perf_counter()
+    started, used = time.perf_counter(), cpu()
     lines = sum(r.lines_in for r in ingestor.ingest_many(files, origin="scan", final=True) if r)
-    elapsed = time.perf_counter() - started
+    elapsed, used = time.perf_counter() - started, cpu() - used
     store.close()
-    return elapsed, lines
+    return elapsed, lines, used
 
 
 PEAK_CHILD = """
@@ -245,19 +252,19 @@ def compare(label: str, files: list[Path], size: int, root: Path, db: Path, agen
     """Plain loop, ours, plain loop again (the load moves: the ratio takes the faster plain run); by_stage: then
     where ours spent its time (`stages`)."""
     mb = size / 1024**2
-    plain = plain_loop(files)
-    mine, lines = ours(files, root, db, agent)
+    plain, plain_cpu = plain_loop(files)
+    mine, lines, mine_cpu = ours(files, root, db, agent)
     from app.core.capture.pool import default_workers
-    pooled, pooled_lines = ours(files, root, db.with_name(f"{db.stem}-pooled.db"), agent, workers=None)
-    plain = min(plain, plain_loop(files))
+    pooled, pooled_lines, pooled_cpu = ours(files, root, db.with_name(f"{db.stem}-pooled.db"), agent, workers=None)
+    plain, plain_cpu = (min(pair) for pair in zip((plain, plain_cpu), plain_loop(files)))
     print(f"{label}: {len(files)} files, {mb:.0f} MB")
-    print(f"  plain json.loads loop: {mb / plain:.1f} MB/s ({plain:.1f} s)")
+    print(f"  plain json.loads loop: {mb / plain:.1f} MB/s ({plain:.2f} s, CPU {plain_cpu:.2f} s)")
     print(f"  nightschool ingest (parse, scrub, signals, store), one process: {mb / mine:.1f} MB/s ({mine:.1f} s, "
-          f"{lines} lines)")
-    print(f"  ratio ours / plain: {plain / mine:.2f}   load average {load()}")
+          f"{lines} lines; CPU {mine_cpu:.1f} s)")
+    print(f"  ratio ours / plain: {plain / mine:.2f} (CPU {plain_cpu / mine_cpu:.2f})   load average {load()}")
     print(f"  with {default_workers()} prepare workers (the app's default): {mb / pooled:.1f} MB/s ({pooled:.1f} s, "
-          f"{pooled_lines} lines), ratio ours / plain {plain / pooled:.2f}, {mine / pooled:.2f}x one process   "
-          f"load average {load()}")
+          f"{pooled_lines} lines; CPU {pooled_cpu:.1f} s, the workers' included), ratio ours / plain "
+          f"{plain / pooled:.2f}, {mine / pooled:.2f}x one process   load average {load()}")
     if by_stage:
         stages(files, agent, mine)
     if by_floor:

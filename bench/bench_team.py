@@ -74,7 +74,7 @@ def _member(tmp: Path, name: str, megabytes: int, seed: int, url: str, server_ho
     os.environ["NIGHTSCHOOL_HOME"] = str(home)
     from app.core.base.paths import data_dir
 
-    capture_s, _ = ours(files, tmp / f"{name}-transcripts", data_dir() / "nightschool.db")
+    capture_s = ours(files, tmp / f"{name}-transcripts", data_dir() / "nightschool.db")[0]
     token = json.loads(_cli(_env(server_home), "team", "invite", name, "--json"))["token"]
     team = home / "team"
     team.mkdir(parents=True, exist_ok=True)

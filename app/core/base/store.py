@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import sqlite3
 from contextlib import contextmanager
+from functools import lru_cache
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -91,22 +93,74 @@ def _with_password(url: str) -> str:
 MARKS = {"qmark": "?", "format": "%s", "pyformat": "%s"}  # a driver's positional placeholder (sqlite3, psycopg)
 
 
-def insert_many(conn: Any, table: Any, rows: list[dict[str, Any]]) -> None:
-    """INSERT rows (dicts with the same keys) into a Core table with one executemany straight to the driver, without
-    `conn.execute(insert(table), rows)` building each row's parameters in Python (the real fixtures' 6 211 message
-    rows: 0.10 s instead of 0.12-0.13 s; bench/README.md "Ingest"). Only for columns whose values the driver takes as
-    they are (str, int, float, bytes, None): a type with a bind processor (DateTime on SQLite, JSON) needs
-    `conn.execute(insert(table), rows)`."""
-    if not rows:
-        return
-    keys = list(rows[0])
-    for key in keys:  # LargeBinary's processor only wraps bytes in the driver's Binary: bytes go as they are
+def driver_execute(conn: Any, sql: str, params: tuple | list = ()) -> None:
+    """One statement on the DB-API connection under a SQLAlchemy Connection, in its transaction: `sql` written with
+    `{}` for each placeholder (filled with the driver's own). Far less Python per statement than conn.execute (a scan
+    writes several per session: bench/README.md "Ingest")."""
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        cursor.execute(sql.format(*[MARKS[conn.dialect.paramstyle]] * sql.count("{}")), params)
+    finally:
+        cursor.close()
+
+
+@lru_cache(maxsize=256)
+def _columns(dialect: Any, table: Any, keys: tuple[str, ...]) -> tuple[list[str], list[Any]]:
+    """The quoted names of a table's columns, and each one's bind processor for the dialect (None: the value goes as
+    it is; LargeBinary's only wraps bytes in the driver's Binary, so bytes go as they are)."""
+    quote, processors = dialect.identifier_preparer.quote, []
+    for key in keys:
         kind = table.c[key].type
-        if not isinstance(kind, LargeBinary) and kind.dialect_impl(conn.dialect).bind_processor(conn.dialect):
-            raise TypeError(f"{table.name}.{key} has a bind processor: insert it with conn.execute(insert(...))")
-    quote, mark = conn.dialect.identifier_preparer.quote, MARKS[conn.dialect.paramstyle]
-    sql = f"INSERT INTO {quote(table.name)} ({', '.join(map(quote, keys))}) VALUES ({', '.join([mark] * len(keys))})"
-    conn.exec_driver_sql(sql, [tuple(row[k] for k in keys) for row in rows])
+        processors.append(None if isinstance(kind, LargeBinary) else kind.dialect_impl(dialect).bind_processor(dialect))
+    return [quote(k) for k in keys], processors
+
+
+def _values(dialect: Any, table: Any, keys: tuple[str, ...], rows: list[dict[str, Any]]) -> list[tuple]:
+    get, processors = itemgetter(*keys), _columns(dialect, table, keys)[1]
+    values = [get(row) for row in rows] if len(keys) > 1 else [(row[keys[0]],) for row in rows]
+    if any(processors):  # a DateTime on SQLite: the text SQLAlchemy would write
+        values = [tuple(v if f is None or v is None else f(v) for f, v in zip(processors, row)) for row in values]
+    return values
+
+
+def insert_many(conn: Any, table: Any, rows: list[dict[str, Any]], returning: str | None = None) -> Any:
+    """INSERT rows (dicts with the same keys) into a Core table with one executemany on the driver's own cursor, in
+    the Connection's transaction, without `conn.execute(insert(table), rows)` building each row's parameters in Python
+    (the real fixtures' 6 211 message rows: 0.10 s instead of 0.12-0.13 s; bench/README.md "Ingest"). A column whose
+    type the dialect processes (SQLite's DateTime) gets the value SQLAlchemy would write. `returning`: one row, and
+    that column of it back (a new row's id)."""
+    if not rows:
+        return None
+    keys = tuple(rows[0])
+    names, _ = _columns(conn.dialect, table, keys)
+    mark = MARKS[conn.dialect.paramstyle]
+    quote = conn.dialect.identifier_preparer.quote
+    sql = f"INSERT INTO {quote(table.name)} ({', '.join(names)}) VALUES ({', '.join([mark] * len(keys))})"
+    values = _values(conn.dialect, table, keys, rows)
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        if returning is None:
+            cursor.executemany(sql, values)
+            return None
+        if len(values) != 1:
+            raise ValueError("insert_many returns a column of one row only")
+        cursor.execute(f"{sql} RETURNING {quote(returning)}", values[0])
+        return cursor.fetchone()[0]
+    finally:
+        cursor.close()
+
+
+def update_row(conn: Any, table: Any, row_id: Any, values: dict[str, Any], key: str = "id") -> None:
+    """UPDATE one row (by `key`) of a Core table on the driver's own cursor, processed as insert_many's values."""
+    keys = tuple(values)
+    names, _ = _columns(conn.dialect, table, keys)
+    mark, quote = MARKS[conn.dialect.paramstyle], conn.dialect.identifier_preparer.quote
+    sql = f"UPDATE {quote(table.name)} SET {', '.join(f'{n} = {mark}' for n in names)} WHERE {quote(key)} = {mark}"
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        cursor.execute(sql, (*_values(conn.dialect, table, keys, [values])[0], row_id))
+    finally:
+        cursor.close()
 
 
 class Store:

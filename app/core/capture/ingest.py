@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from sqlalchemy import bindparam, delete, insert, select
+from sqlalchemy import insert, select
 
 from app.core.base.clock import as_utc
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
 from app.core.base.lines import Reading, line_excerpts
-from app.core.base.store import Store, insert_many
+from app.core.base.store import Store, driver_execute, insert_many, update_row
 from app.core.capture import agents
 from app.core.capture.batch import Batch, Sent, reads
 from app.core.capture.detect import detect_format
@@ -43,7 +43,6 @@ MAX_EXCERPT = 64 * 1024  # quarantined line text kept (scrubbed)
 BATCH_FILES = 100  # ingest_many writes the sessions of up to this many files in one transaction...
 BATCH_BYTES = 16 * 1024**2  # ...or fewer, once they read this many bytes (a bound on what a batch holds)
 INSERT_ROWS = 2000  # message rows per executemany
-UPDATE_FILE = CaptureFile.__table__.update().where(CaptureFile.__table__.c.id == bindparam("row_id"))  # compiled once
 COPY = "a copy of a session already stored from a fuller file: its lines are counted as skipped"
 
 
@@ -308,11 +307,11 @@ class Ingestor:
             kept, result.status, result.message = False, "copy", COPY
         else:
             moved = release_copies(conn, sid, counts) if held is not None else 0
-            conn.execute(delete(AgentSession).where((AgentSession.id == sid) | (AgentSession.parent_id == sid)))
-        if kept:
+            driver_execute(conn, "DELETE FROM sessions WHERE id = {} OR parent_id = {}", (sid, sid))  # messages too
+        if kept:  # the rows go straight to the driver (store.insert_many): the same values, far less Python
             sessions, messages = ready.rows_for(sid)
             sessions[0]["secrets_scrubbed"] = secrets
-            conn.execute(insert(AgentSession.__table__), sessions)
+            insert_many(conn, AgentSession.__table__, sessions)
             while chunk := list(itertools.islice(messages, INSERT_ROWS)):  # a huge session's rows: a chunk at a time
                 insert_many(conn, MessageRow.__table__, chunk)
             result.sessions = [s["id"] for s in sessions]
@@ -321,11 +320,11 @@ class Ingestor:
             setattr(result, name, sum(getattr(d, name) for d in deltas.values()))
         if moved:  # the copy this file replaced: its stored lines are skipped now
             result.stored, result.skipped = result.stored - moved, result.skipped + moved
-        result.import_id = conn.execute(insert(ImportRow.__table__), dict(
+        result.import_id = insert_many(conn, ImportRow.__table__, [dict(
             origin=origin, kind="transcript", agent=agent, path=self.scrubber.text(str(main)),
             lines_in=result.lines_in, stored=result.stored, quarantined=result.quarantined,
             skipped=result.skipped, status=result.status, message=result.message, created_at=utcnow(),
-        )).inserted_primary_key[0]
+        )], returning="id")
         for file, c in counts.items():
             self._quarantine(conn, result.import_id, file, deltas[file].new_problems)
             self._save_file(conn, file, agent, sid, c, previous.get(str(file)), not kept)
@@ -346,9 +345,9 @@ class Ingestor:
                       lines=c.lines, stored=0 if excluded else c.stored, quarantined=c.quarantined,
                       skipped=c.skipped + (c.stored if excluded else 0), error=None, updated_at=utcnow())
         if row is None:
-            conn.execute(insert(CaptureFile.__table__), dict(path=str(file), **values))
+            insert_many(conn, CaptureFile.__table__, [dict(path=str(file), **values)])
         else:
-            conn.execute(UPDATE_FILE, dict(row_id=row.id, **values))
+            update_row(conn, CaptureFile.__table__, row.id, values)
 
     def _refuse(self, path: Path, origin: str, why: str) -> IngestResult:
         return self._file_problem(path, None, origin, "refused",

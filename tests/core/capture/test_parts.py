@@ -1,6 +1,6 @@
 """A message's parts stored compressed (`capture/rows.pack_parts`, `messages.parts_z`): the round trip, a row of the
 old form (`parts_json` only) still read, migration 0014 on a store with rows, and rows written straight to the driver
-(`store.insert_many`), on SQLite and PostgreSQL."""
+(`store.insert_many`, `update_row`), on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import importlib
@@ -9,10 +9,10 @@ import zlib
 from types import SimpleNamespace
 
 import pytest
-from sqlalchemy import inspect, select, text
+from sqlalchemy import insert, inspect, select, text
 
 from app.core.base.schema import AgentSession, ImportRow, MessageRow, utcnow
-from app.core.base.store import insert_many
+from app.core.base.store import insert_many, update_row
 from app.core.capture.queries import CaptureQueries
 from app.core.capture.rows import LZ4, _part, pack_parts, parts_of, parts_text, unpack
 from app.core.capture.session import Part
@@ -116,25 +116,30 @@ def test_migration_0014_compresses_existing_rows_and_its_downgrade_restores_them
 
 @ANY_STORE
 def test_message_rows_written_straight_to_the_driver_read_back(any_store):
-    """store.insert_many (ingest's path for message rows): the rows' bytes, text, None and integers arrive as the
-    ORM's own insert would write them, on SQLite and PostgreSQL; a column the dialect processes is refused (SQLite's
-    DateTime)."""
+    """store.insert_many and update_row (ingest's path for its rows): the rows' bytes, text, None and integers arrive
+    as the ORM's own insert would write them, on SQLite and PostgreSQL; a column the dialect processes (SQLite's
+    DateTime: text of SQLAlchemy's format) is stored as SQLAlchemy stores it; a new row's id comes back."""
     with any_store.session() as s:
         _session(s, "sess-2")
     rows = [dict(session_id="sess-2", branch=seq % 2, seq=seq, role="assistant", text=f"naïve 日本語 🙂 {seq}",
                  **pack_parts([_part(p) for p in parts]), tools="Bash" if seq == 2 else "", is_error=int(seq == 3),
                  timestamp=None if seq else "2026-11-27T10:00:00Z", model=None, compact_summary=0, meta=0, line=seq)
             for seq, parts in enumerate(PARTS)]
+    when = utcnow()
     with any_store.engine.begin() as conn:
         insert_many(conn, MessageRow.__table__, rows)
         insert_many(conn, MessageRow.__table__, [])  # nothing to write: no statement
-        dated = [dict(origin="scan", kind="transcript", path="/x", created_at=utcnow())]
-        if any_store.postgres:  # psycopg takes a datetime as it is
-            insert_many(conn, ImportRow.__table__, dated)
-        else:  # SQLAlchemy writes SQLite's DateTime as text of its own format: left to it
-            with pytest.raises(TypeError, match="created_at"):
-                insert_many(conn, ImportRow.__table__, dated)
+        theirs = conn.execute(insert(ImportRow.__table__), dict(origin="scan", kind="transcript", path="/a",
+                                                                created_at=when)).inserted_primary_key[0]
+        ours = insert_many(conn, ImportRow.__table__, [dict(origin="scan", kind="transcript", path="/b",
+                                                            created_at=when)], returning="id")
+        assert ours == theirs + 1
+        update_row(conn, ImportRow.__table__, ours, dict(path="/c", stored=3))
+        update_row(conn, ImportRow.__table__, ours, dict(created_at=when))
+        stored = conn.execute(text("SELECT path, stored, created_at FROM imports ORDER BY id")).all()
+    assert stored[1] == ("/c", 3, stored[0][2])  # the same text (SQLite) or timestamp (PostgreSQL) as SQLAlchemy's
     with any_store.session() as s:
+        assert s.get(ImportRow, ours).created_at == s.get(ImportRow, theirs).created_at
         got = s.scalars(select(MessageRow).where(MessageRow.session_id == "sess-2").order_by(MessageRow.seq)).all()
     assert [parts_of(r) for r in got] == PARTS
     assert [(r.branch, r.text, r.tools, r.is_error, r.timestamp, r.line) for r in got] == [

@@ -1,6 +1,8 @@
-"""Behavioural signals: counted on the branch that reached the end, from real fixtures and hand-made sessions."""
+"""Behavioural signals: counted on the branch that reached the end, from real fixtures and hand-made sessions; RE2's
+counts are `re`'s on every real fixture's text and on non-ASCII text."""
 from __future__ import annotations
 
+import random
 import re
 
 from app.core.capture import agents, behaviour
@@ -85,3 +87,38 @@ def test_the_word_patterns_count_what_they_counted_without_their_first_letter_lo
         assert plain.pattern != fast.pattern
         got = [len(fast.findall(t)) for t in texts]
         assert got == [len(plain.findall(t)) for t in texts] and sum(got) > 5, name
+
+
+NON_ASCII = ["ſhould", "ſkip", "İgnore", "ıgnore", "waıt", "sKip", "éfirst", "first́", "日本 first", "step ٣", "step ²",
+             "\u00a0", "\u2003", "\u3000", "\x0b", "\x1c", "\u2028", "\x85", "🙂", "Ⅻ", "naïve", "—", "’"]
+WORDS = ["first", "then", "next", "finally", "after that", "step 3", "must", "need to", "have to", "should", "before",
+         "always", "never", "skip", "skipping", "no need to", "won't", "don't need to", "ignore", "because", "since",
+         "as", "actually", "wait", "on second thought", "i was wrong", "let me retry", "let me fix", "my mistake",
+         "correction", "\n", "\r\n", ".", ",", ":", " ", "_", "\t"]
+
+
+def _re_counts(text: str) -> tuple[int, int, int, int]:
+    return tuple(len(p.findall(text)) for p in (behaviour.REASONING, behaviour.CONSTRAINT, behaviour.PRUNING,
+                                                behaviour.SELF_CORRECTION))
+
+
+def test_re2_counts_what_re_counts_on_real_and_non_ascii_text():
+    """RE2's \\b, \\w, \\s and \\d are ASCII: the text is made ASCII first, each character standing for what it
+    is to `re` (a letter (?i) folds to ASCII: ſ K İ ı; a Unicode digit, letter, space; NBSP, \\x0b, \\x1c...): the
+    same counts on every real fixture's assistant text and on 2 000 seeded mixes of the words and such characters."""
+    texts = []
+    for base in (REAL, REAL.parent / "real-world-2"):
+        for f in sorted(base.rglob("*.json*")):
+            agent = detect_format(f)
+            if agent in agents.AGENTS:
+                session = agents.load(agents.AGENTS[agent].parser)(f, final=True)
+                texts += [behaviour._assistant_text(s.messages) for s in (session, *session.subagents)]
+    assert sum(map(len, texts)) > 200_000 and sum(not t.isascii() for t in texts) > 10
+    rng = random.Random(7)
+    pool = WORDS + NON_ASCII
+    texts += ["".join(rng.choice(pool) + rng.choice(["", " ", "\n", "é", "\u00a0"]) for _ in range(rng.randint(1, 40)))
+              for _ in range(2000)]
+    got = [behaviour.counts(t) for t in texts]
+    assert got == [_re_counts(t) for t in texts]
+    assert all(sum(g[i] for g in got) > 20 for i in range(4))
+    assert behaviour.counts("ſhould read it before. İgnore it since. éfirst, first́") == (0, 1, 1, 0)

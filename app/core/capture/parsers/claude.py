@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from app.core.base.lines import Reading, stream_jsonl
+from app.core.capture.parsers.records import ClaudeBlock, ClaudeRecord, claude_line, claude_record, look
 from app.core.capture.session import Message, Part, Session
 from app.core.capture.spill import Spill
 
@@ -67,7 +68,7 @@ def parse_claude_with_subagents(path: str | Path, final: bool = False, progress:
 
 def _parse(path: Path, final: bool = False, progress: Reading | None = None, spill: Spill | None = None) -> _Parse:
     """Each record becomes a node as it is read (its JSON is not kept), then the chains are resolved."""
-    stream = stream_jsonl(path, final=final, progress=progress)
+    stream = stream_jsonl(path, final=final, progress=progress, typed=claude_line)
     state = _Parse(Session(agent="claude-code", session_id=path.stem, source_path=str(path)))
     for record in stream:
         held = len(state.nodes)
@@ -83,21 +84,24 @@ def _parse(path: Path, final: bool = False, progress: Reading | None = None, spi
 
 def _take(state: _Parse, line: int, data: Any) -> None:
     """Route one record: a problem, a used record (message / compaction), or a skipped type."""
-    session, reason = state.session, _unusable(data)
+    session = state.session
+    if isinstance(data, dict):  # a line that did not fit the typed record: its plain values
+        data = claude_record(data)
+    reason = _unusable(data)
     if reason:
         session.problems.append((line, reason))
         return
-    kind, message, uuid = data["type"], data.get("message"), _str(data.get("uuid"))
+    kind, message, uuid = data.type, data.message, _str(data.uuid)
     if uuid in state.nodes:
         session.skipped["duplicate"] += 1  # the first record with a uuid wins
         return
-    node = _Node(uuid or f"line:{line}", _parent(data), _str(data.get("timestamp")), data.get("isSidechain") is True,
-                 _str(data.get("agentId")), _str(message.get("id")) if kind == "assistant" else None,
+    node = _Node(uuid or f"line:{line}", _parent(data), _str(data.timestamp), data.isSidechain is True,
+                 _str(data.agentId), _str(message.id) if kind == "assistant" else None,
                  _messages(kind, data, line, session))
     _note(state, data, node)
-    boundary = kind == "system" and data.get("subtype") == "compact_boundary"
+    boundary = kind == "system" and data.subtype == "compact_boundary"
     session.compactions += boundary
-    if boundary or kind in ("user", "assistant") or (kind == "summary" and isinstance(message, dict)):
+    if boundary or kind in ("user", "assistant") or (kind == "summary" and message is not None):
         session.used += 1
     else:
         session.skipped[kind] += 1
@@ -113,71 +117,75 @@ def _spill_last(state: _Parse, spill: Spill) -> None:
 
 
 def _unusable(data: Any) -> str | None:
-    if not isinstance(data, dict):
+    if not isinstance(data, ClaudeRecord):
         return f"not a JSON object ({type(data).__name__})"
-    if not isinstance(data.get("type"), str) or not data["type"]:
+    if not isinstance(data.type, str) or not data.type:
         return "record has no type"
-    if data["type"] in ("user", "assistant") and not isinstance(data.get("message"), dict):
-        return f"{data['type']} record without a message object"
+    if data.type in ("user", "assistant") and data.message is None:
+        return f"{data.type} record without a message object"
     return None
 
 
-def _note(state: _Parse, data: dict, node: _Node) -> None:
+def _note(state: _Parse, data: ClaudeRecord, node: _Node) -> None:
     """Session metadata, and agentId -> spawning call_id (from toolUseResult or a progress record)."""
-    session, sid = state.session, _str(data.get("sessionId"))
+    session, sid = state.session, _str(data.sessionId)
     state.session_ids += [sid] if sid and sid not in state.session_ids else []
-    session.cwd = session.cwd or _str(data.get("cwd"))
-    session.git_branch = _str(data.get("gitBranch")) or session.git_branch
-    session.agent_version = _str(data.get("version")) or session.agent_version
-    result, progress = data.get("toolUseResult"), data.get("data")
+    session.cwd = session.cwd or _str(data.cwd)
+    session.git_branch = _str(data.gitBranch) or session.git_branch
+    session.agent_version = _str(data.version) or session.agent_version
     calls = [p.call_id for m in node.messages for p in m.parts if p.kind == "tool_result"]
-    if isinstance(result, dict) and _str(result.get("agentId")) and calls and calls[0]:
-        state.hints.setdefault(result["agentId"], calls[0])
-    if isinstance(progress, dict) and _str(progress.get("agentId")) and _str(data.get("parentToolUseID")):
-        state.hints.setdefault(progress["agentId"], data["parentToolUseID"])
+    if calls and calls[0]:
+        agent = _str(look(data.toolUseResult, "agentId"))
+        if agent:
+            state.hints.setdefault(agent, calls[0])
+    spawner = _str(data.parentToolUseID)
+    if spawner:
+        agent = _str(look(data.data, "agentId"))
+        if agent:
+            state.hints.setdefault(agent, spawner)
 
 
-def _messages(kind: str, data: dict, line: int, session: Session) -> list[Message]:
+def _messages(kind: str, data: ClaudeRecord, line: int, session: Session) -> list[Message]:
     """0-2 messages from a user/assistant/summary record; a user line's tool results become a "tool" message."""
-    message = data.get("message")
-    if kind not in ("user", "assistant", "summary") or not isinstance(message, dict):
+    message = data.message
+    if kind not in ("user", "assistant", "summary") or message is None:
         return []
-    parts = _parts(message.get("content"), session)
-    base = dict(id=_str(data.get("uuid")), parent_id=_parent(data), timestamp=_str(data.get("timestamp")),
-                line=line, meta=data.get("isMeta") is True)
+    parts = _parts(message.content, session)
+    base = dict(id=_str(data.uuid), parent_id=_parent(data), timestamp=_str(data.timestamp),
+                line=line, meta=data.isMeta is True)
     if kind == "assistant":  # kept even without parts: a later line of the same response may merge into it
-        usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+        usage = message.usage if isinstance(message.usage, dict) else {}
         usage = {k: v for k, v in usage.items() if type(v) is int}  # not bool, not nested dicts
-        return [Message("assistant", parts, model=_str(message.get("model")), usage=usage, **base)]
+        return [Message("assistant", parts, model=_str(message.model), usage=usage, **base)]
     results = [p for p in parts if p.call_id and p.kind in ("tool_result", "image")]
     words = [p for p in parts if not (p.call_id and p.kind in ("tool_result", "image"))]
-    summary = kind == "summary" or data.get("isCompactSummary") is True
+    summary = kind == "summary" or data.isCompactSummary is True
     out = [Message("tool", results, **base)] if results else []
     return out + ([Message("user", words, compact_summary=summary, **base)] if words else [])
 
 
-def _parts(content: Any, session: Session) -> list[Part]:
+def _parts(content: str | list[ClaudeBlock] | None, session: Session) -> list[Part]:
     if isinstance(content, str):
         return [Part("text", content)] if content else []
-    return [p for block in content for p in _block(block, session)] if isinstance(content, list) else []
+    return [p for block in content for p in _block(block, session)] if content else []
 
 
-def _block(block: Any, session: Session) -> list[Part]:
-    kind = block.get("type") if isinstance(block, dict) else None
-    if kind in ("text", "thinking"):
-        return [Part(kind, _str(block.get(kind)) or "")]
+def _block(block: ClaudeBlock, session: Session) -> list[Part]:
+    kind = block.type
+    if kind == "text":
+        return [Part(kind, _str(block.text) or "")]
+    if kind == "thinking":
+        return [Part(kind, _str(block.thinking) or "")]
     if kind == "tool_use":
-        return [Part("tool_call", tool_name=_str(block.get("name")), tool_input=block.get("input"),
-                     call_id=_str(block.get("id")))]
+        return [Part("tool_call", tool_name=_str(block.name), tool_input=block.input, call_id=_str(block.id))]
     if kind == "tool_result":  # its text (a string, or its text blocks joined), then any images it holds
-        call_id, content = _str(block.get("tool_use_id")), block.get("content")
+        call_id, content = _str(block.tool_use_id), block.content
         inner = _parts(content, session) if isinstance(content, list) else []
         text = content if isinstance(content, str) else "\n".join(p.text for p in inner if p.kind == "text")
         images = [Part("image", p.text, call_id=call_id) for p in inner if p.kind == "image"]
-        return [Part("tool_result", text, call_id=call_id, is_error=block.get("is_error") is True), *images]
+        return [Part("tool_result", text, call_id=call_id, is_error=block.is_error is True), *images]
     if kind == "image":
-        source = block.get("source")
-        return [Part("image", (_str(source.get("media_type")) if isinstance(source, dict) else None) or "")]
+        return [Part("image", _str(look(block.source, "media_type")) or "")]
     session.skipped[f"block:{kind if isinstance(kind, str) else 'invalid'}"] += 1
     return []
 
@@ -374,8 +382,8 @@ def _span(nodes: list[_Node]) -> tuple[str | None, str | None]:
     return (min(stamps), max(stamps)) if stamps else (None, None)
 
 
-def _parent(data: dict) -> str | None:
-    return _str(data.get("parentUuid")) or _str(data.get("logicalParentUuid"))
+def _parent(data: ClaudeRecord) -> str | None:
+    return _str(data.parentUuid) or _str(data.logicalParentUuid)
 
 
 def _str(value: Any) -> str | None:

@@ -7,7 +7,8 @@ from collections import Counter
 from pathlib import Path, PurePath
 from typing import Any, Iterable, Iterator
 
-from app.core.base.lines import Reading, Record, stream_jsonl
+from app.core.base.lines import BAD, Reading, Record, loads, stream_jsonl
+from app.core.capture.parsers.records import UNSET, CodexItem, codex_line, codex_record, given
 from app.core.capture.session import Message, Part, Session
 
 # user-role messages the harness writes itself (not typed by the person)
@@ -37,13 +38,13 @@ def parse_codex(path: str | Path, final: bool = False, progress: Reading | None 
     path = Path(path)
     match = UUID_TAIL.search(path.stem)
     session = Session(agent="codex", session_id=match.group(0) if match else path.stem, source_path=str(path))
-    stream = stream_jsonl(path, final=final, progress=progress)
+    stream = stream_jsonl(path, final=final, progress=progress, typed=codex_line)
     records: Iterable[Record] = stream
     if path.stat().st_size <= HOLD_BYTES:
         records = list(stream)
         echoes = Counter(_echo_keys(records))
     else:
-        first = stream_jsonl(path, final=final)
+        first = stream_jsonl(path, final=final, typed=codex_line)
         echoes = Counter(_echo_keys(first))
         stream.until = first.end_offset
     rollout = _Rollout(session, echoes)
@@ -84,54 +85,56 @@ class _Rollout:
         self.first_ts = self.last_ts = None  # the span of the records' timestamps
 
     def record(self, line: int, data: Any) -> None:
-        if not isinstance(data, dict):
+        if isinstance(data, dict):  # a line that did not fit the typed item: its plain values
+            data = codex_record(data)
+        if not isinstance(data, CodexItem):
             return self.s.problems.append((line, "not a JSON object"))
         kind, payload = self._envelope(data)
-        ts = data.get("timestamp") if isinstance(data.get("timestamp"), str) else None
+        ts = data.timestamp if isinstance(data.timestamp, str) else None
         if not isinstance(kind, str):
             return self.s.problems.append((line, "record without a type"))
         handler = HANDLERS.get(kind)
         if handler is None:
             self.s.skipped[kind] += 1
-        elif not isinstance(payload, dict):
+        elif not isinstance(payload, CodexItem):
             self.s.problems.append((line, f"{kind} record without an object payload"))
         else:
             self.first_ts, self.last_ts = self.first_ts or ts, ts or self.last_ts
             handler(self, payload, line, ts)
 
-    def _envelope(self, data: dict) -> tuple[Any, Any]:
+    def _envelope(self, data: CodexItem) -> tuple[Any, Any]:
         """(type, payload); older rollouts wrote bare items, a bare meta first line and record_type markers."""
-        kind = data.get("type")
-        if kind in LEGACY_ITEMS and "payload" not in data:
+        kind = data.type
+        if kind in LEGACY_ITEMS and data.payload is UNSET:
             return "response_item", data
-        if kind is None and "record_type" in data:
-            return f"record_type:{data['record_type']}", None
-        if kind is None and not self.meta_seen and "id" in data and "timestamp" in data:
+        if kind is None and data.record_type is not UNSET:
+            return f"record_type:{data.record_type}", None
+        if kind is None and not self.meta_seen and data.id is not UNSET and data.timestamp is not UNSET:
             return "session_meta", data
-        return kind, data.get("payload")
+        return kind, given(data.payload)
 
-    def session_meta(self, p: dict, line: int, ts: str | None) -> None:
+    def session_meta(self, p: CodexItem, line: int, ts: str | None) -> None:
         if self.meta_seen:  # a fork or resume may repeat it: the first one names this file's session
             return self.s.skipped.update(["session_meta:repeat"])
         self.meta_seen = True
-        self.s.session_id = str(p.get("id") or self.s.session_id)
-        self._set_cwd(p.get("cwd"))
-        self.s.agent_version = p.get("cli_version") or self.s.agent_version
-        git = p.get("git") if isinstance(p.get("git"), dict) else {}
+        self.s.session_id = str(given(p.id) or self.s.session_id)
+        self._set_cwd(p.cwd)
+        self.s.agent_version = p.cli_version or self.s.agent_version
+        git = p.git if isinstance(p.git, dict) else {}
         self.s.git_branch = git.get("branch") or self.s.git_branch
-        self.s.started_at = p.get("timestamp") or ts
+        self.s.started_at = given(p.timestamp) or ts
 
-    def turn_context(self, p: dict, line: int, ts: str | None) -> None:
-        self.model = self.s.model = p.get("model") or self.model
-        self._set_cwd(self.s.cwd or p.get("cwd"))
+    def turn_context(self, p: CodexItem, line: int, ts: str | None) -> None:
+        self.model = self.s.model = p.model or self.model
+        self._set_cwd(self.s.cwd or p.cwd)
         self.open = None
 
     def _set_cwd(self, cwd: Any) -> None:
         if isinstance(cwd, str) and cwd and (cwd != self.s.cwd or not self.s.project):  # each turn repeats it
             self.s.cwd, self.s.project = cwd, PurePath(cwd.rstrip("/\\") or cwd).name or cwd
 
-    def response_item(self, p: dict, line: int, ts: str | None) -> None:
-        kind = p.get("type")
+    def response_item(self, p: CodexItem, line: int, ts: str | None) -> None:
+        kind = p.type
         if kind == "message":
             self._message(p, line, ts)
         elif kind == "reasoning":
@@ -141,46 +144,46 @@ class _Rollout:
             self.calls[part.call_id or ""] = part.tool_name
             self._assistant([part], p, line, ts)
         elif kind in OUTPUT_ITEMS:
-            call_id = p.get("call_id")
-            text, is_error = _tool_output(p.get("output"))
+            call_id = p.call_id
+            text, is_error = _tool_output(p.output)
             part = Part("tool_result", text, self.calls.get(call_id or ""), call_id=call_id, is_error=is_error)
             self._append(Message("tool", [part], timestamp=ts, line=line))
         else:
             self.s.skipped[f"response_item:{kind}"] += 1
 
-    def event_msg(self, p: dict, line: int, ts: str | None) -> None:
-        kind = p.get("type")
+    def event_msg(self, p: CodexItem, line: int, ts: str | None) -> None:
+        kind = p.type
         if kind in ECHO_EVENTS:
             self._echo(ECHO_EVENTS[kind], p, line, ts)
         elif kind == "token_count":
-            self._token_count(p.get("info"))
+            self._token_count(p.info)
         elif kind == "turn_aborted":
-            text = f"turn aborted: {p.get('reason') or 'unknown reason'}"
+            text = f"turn aborted: {p.reason or 'unknown reason'}"
             self._append(Message("system", [Part("text", text)], timestamp=ts, meta=True, line=line))
         else:
             self.s.skipped[f"event_msg:{kind}"] += 1
 
-    def compacted(self, p: dict, line: int, ts: str | None) -> None:
+    def compacted(self, p: CodexItem, line: int, ts: str | None) -> None:
         self.s.compactions += 1
-        text = p.get("message")
+        text = p.message
         if isinstance(text, str) and text.strip():
             self._append(Message("user", [Part("text", text)], timestamp=ts, compact_summary=True, line=line))
 
-    def _message(self, p: dict, line: int, ts: str | None) -> None:
-        parts, role = _content_parts(p.get("content")), p.get("role")
+    def _message(self, p: CodexItem, line: int, ts: str | None) -> None:
+        parts, role = _content_parts(p.content), p.role
         if role == "assistant":
             self._assistant(parts, p, line, ts)
         elif role == "user":
             meta = _is_harness("\n".join(x.text for x in parts if x.kind == "text"))
-            self._append(Message("user", parts, id=p.get("id"), timestamp=ts, meta=meta, line=line))
+            self._append(Message("user", parts, id=given(p.id), timestamp=ts, meta=meta, line=line))
         elif role in ("developer", "system"):
-            self._append(Message("system", parts, id=p.get("id"), timestamp=ts, meta=True, line=line))
+            self._append(Message("system", parts, id=given(p.id), timestamp=ts, meta=True, line=line))
         else:
             self.s.skipped[f"response_item:message:{role}"] += 1
 
-    def _echo(self, key: tuple[str, str], p: dict, line: int, ts: str | None) -> None:
+    def _echo(self, key: tuple[str, str], p: CodexItem, line: int, ts: str | None) -> None:
         """An event repeating a response item's text is dropped; one no response item carries is kept."""
-        text = p.get("message", p.get("text"))
+        text = p.text if p.message is UNSET else p.message
         echo = (*key, text.strip() if isinstance(text, str) else "")
         if not echo[2]:
             return
@@ -191,11 +194,11 @@ class _Rollout:
         else:
             self._assistant([Part(key[1], text)], p, line, ts)
 
-    def _assistant(self, parts: list[Part], p: dict, line: int, ts: str | None) -> None:
+    def _assistant(self, parts: list[Part], p: CodexItem, line: int, ts: str | None) -> None:
         if not parts:
-            return self.s.skipped.update([f"response_item:{p.get('type')}:empty"])
+            return self.s.skipped.update([f"response_item:{p.type}:empty"])
         if self.open is None:
-            self.open = Message("assistant", id=p.get("id"), timestamp=ts, model=self.model, line=line)
+            self.open = Message("assistant", id=given(p.id), timestamp=ts, model=self.model, line=line)
             self.s.messages.append(self.open)
             self.last_assistant = self.open
             _add_usage(self.open, self.pending)
@@ -237,14 +240,16 @@ HANDLERS = {"session_meta": _Rollout.session_meta, "turn_context": _Rollout.turn
 def _echo_keys(records: Iterable[Record]) -> Iterator[tuple[str, str, str]]:
     """(role, kind, text) of every text a response item carries."""
     for record in records:
-        data = record.data if isinstance(record.data, dict) else {}
-        item = data.get("payload") if data.get("type") == "response_item" else data
-        if not isinstance(item, dict):
+        data = codex_record(record.data) if isinstance(record.data, dict) else record.data
+        if not isinstance(data, CodexItem):
             continue
-        if item.get("type") == "message" and item.get("role") in ("user", "assistant"):
-            text = "\n".join(p.text for p in _content_parts(item.get("content")) if p.kind == "text")
-            yield item["role"], "text", text.strip()
-        elif item.get("type") == "reasoning":
+        item = data.payload if data.type == "response_item" else data
+        if not isinstance(item, CodexItem):
+            continue
+        if item.type == "message" and item.role in ("user", "assistant"):
+            text = "\n".join(p.text for p in _content_parts(item.content) if p.kind == "text")
+            yield item.role, "text", text.strip()
+        elif item.type == "reasoning":
             yield from (("assistant", "thinking", p.text.strip()) for p in _reasoning_parts(item))
 
 
@@ -262,34 +267,32 @@ def _content_parts(content: Any) -> list[Part]:
     return parts
 
 
-def _reasoning_parts(item: dict) -> list[Part]:
+def _reasoning_parts(item: CodexItem) -> list[Part]:
     """The readable reasoning: the summary, else raw reasoning text (encrypted content is not readable)."""
-    for key in ("summary", "content"):
-        blocks = item.get(key) if isinstance(item.get(key), list) else []
+    for blocks in (item.summary, item.content):
+        blocks = blocks if isinstance(blocks, list) else []
         texts = [b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str) and b["text"]]
         if texts:
             return [Part("thinking", t) for t in texts]
     return []
 
 
-def _call_part(item: dict) -> Part:
-    kind, call_id = item.get("type"), item.get("call_id") or item.get("id")
+def _call_part(item: CodexItem) -> Part:
+    kind, call_id = item.type, item.call_id or given(item.id)
     if kind == "function_call":
-        name, args = item.get("name"), _arguments(item.get("arguments"))
+        name, args = item.name, _arguments(item.arguments)
     elif kind == "custom_tool_call":
-        name, args = item.get("name"), item.get("input")  # freeform input (e.g. a patch): kept as written
+        name, args = item.name, item.input  # freeform input (e.g. a patch): kept as written
     else:
-        name, args = ("local_shell" if kind == "local_shell_call" else "web_search"), item.get("action")
+        name, args = ("local_shell" if kind == "local_shell_call" else "web_search"), item.action
     return Part("tool_call", tool_name=name, tool_input=args, call_id=call_id)
 
 
 def _arguments(raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        return raw  # not JSON: keep what the model wrote
+    value = loads(raw)
+    return raw if value is BAD else value  # not JSON: keep what the model wrote
 
 
 def _tool_output(output: Any) -> tuple[str, bool]:
