@@ -41,7 +41,7 @@ from bench.synthetic_sessions import populate  # noqa: E402
 
 BASE = "default"
 NEW_SEED = 10**9  # the new sessions' generator seed (less the index they start at)
-MAX_DAYS = 90  # the Capture tab's per-day chart (app/ui/capture_panel.MAX_DAYS)
+MAX_DAYS = 90  # the Capture tab's per-day chart (app/ui/capture/panel.MAX_DAYS)
 
 
 def quiet(*_) -> None:

@@ -1,5 +1,6 @@
-"""Layers and circles: widgets <- app/ui <- app core packages <- app/core/base; no import circle between modules or
-between the core's packages. The checker is shown to catch a planted upward import and a planted circle."""
+"""Layers and circles: widgets <- app/ui <- app core packages <- app/core/base; no import circle between modules,
+between the core's packages or between app/ui's folders. The checker is shown to catch a planted upward import and a
+planted circle."""
 from __future__ import annotations
 
 from tests import layers
@@ -30,6 +31,13 @@ def test_the_checker_catches_a_planted_upward_import_and_circle():
     assert "widgets.charts -> app.core.base.store" in layers.upward_imports(edges)
     assert any({"app.core.queue.view", "app.core.queue.scheduler"} <= set(c) for c in layers.cycles(edges))
     assert any({"app.core.base", "app.core.queue"} <= set(c) for c in layers.cycles(layers.package_graph(edges)))
+
+
+def test_no_circle_between_ui_folders():
+    """app/ui: one folder per tab (app/ui/tabs.TABS) beside the shared modules; no two of them import each other."""
+    folders = layers.package_graph(layers.graph(), "app.ui.")
+    assert {"app.ui.school", "app.ui.judge", "app.ui.tray", "app.ui.kit", "app.ui.tabs"} <= folders.keys()
+    assert layers.cycles(folders) == []
 
 
 def test_packages_import_only_those_before_them_in_the_documented_order():

@@ -129,7 +129,7 @@ def cmd_tray(args: argparse.Namespace) -> int:
         print(f"nightschool tray: one already runs in this session (pid {lock.SessionLock.held_by(lock.TRAY)}): "
               "not starting another", flush=True)
         return 0
-    from app.ui.tray_app import run_tray
+    from app.ui.tray.process import run_tray
 
     return run_tray(held, learn=args.learn)
 

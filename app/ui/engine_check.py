@@ -8,8 +8,8 @@ from PySide6.QtWidgets import QWizard
 
 from app.core.base import first_run, paths
 from app.core.base.store import Store
-from app.ui.first_run_training import EnginePage
-from app.ui.first_run_work import WizardWork, real_engine
+from app.ui.first_run.training import EnginePage
+from app.ui.first_run.work import WizardWork, real_engine
 
 NEEDS_WORK = ("missing", "partial", "outdated", "broken")
 

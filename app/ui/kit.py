@@ -84,11 +84,17 @@ def arrange(layout: QLayout, *items, margins: tuple | None = None) -> QLayout:
     return layout
 
 
-def splitter(orientation, widgets: tuple, sizes: list[int], stretch: int) -> QSplitter:
+def splitter(orientation, widgets: tuple, sizes: list[int], stretch: int | None = None,
+             factors: tuple[int, ...] = ()) -> QSplitter:
+    """The widgets side by side (or one above another) at `sizes`; stretch: the one that takes the room added (or
+    factors: each one's share of it; neither: as Qt shares it)."""
     split = QSplitter(orientation)
     for widget in widgets:
         split.addWidget(widget)
-    split.setStretchFactor(stretch, 1)
+    if stretch is not None:
+        split.setStretchFactor(stretch, 1)
+    for index, factor in enumerate(factors):
+        split.setStretchFactor(index, factor)
     split.setSizes(sizes)
     return split
 

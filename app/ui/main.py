@@ -20,19 +20,19 @@ from app.core.runtime.machinery.lock import RuntimeBusy
 from app.core.runtime.supervisor import Runtime
 from app.core.train.jobs import JobManager
 from app.ui import gcguard, refguard, startup
-from app.ui.capture import CaptureController
-from app.ui.datasets import DatasetsController
+from app.ui.capture.controller import CaptureController
+from app.ui.datasets.controller import DatasetsController
 from app.ui.engine_check import offer as offer_engine
-from app.ui.first_run import offer as offer_first_run
-from app.ui.judge import JudgeController
+from app.ui.first_run.wizard import offer as offer_first_run
+from app.ui.judge.controller import JudgeController
 from app.ui.main_window import MainWindow
-from app.ui.queue import QueueController
+from app.ui.queue.controller import QueueController
 from app.ui.runtime_link import RuntimeLink, app_command, spawn_detached
-from app.ui.school import SchoolController
-from app.ui.ship import ShipController
+from app.ui.school.controller import SchoolController
+from app.ui.ship.controller import ShipController
 from app.ui.theme import apply_dark
-from app.ui.training import TrainingController
-from app.ui.tray import WindowTray
+from app.ui.training.controller import TrainingController
+from app.ui.tray.icon import WindowTray
 from app.ui.window_door import WindowDoor
 
 

@@ -2,7 +2,7 @@
 it closes; when it runs the school itself, closing (or File ▸ Quit, Ctrl+Q) asks whether to keep learning in the
 background (a daemon).
 Built bare (no controller: the named tabs, "Starting…"), it is the window `nightschool gui` paints first
-(app/ui/startup.py); `attach` then builds the panels into it — which is why the panels are imported there."""
+(app/ui/startup.py); `attach` then builds the panels into it, one per row of app/ui/tabs.TABS, each imported then."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,21 +12,21 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
 
+from app.ui.tabs import TABS, load
 from widgets.banner import Banner
 
 if TYPE_CHECKING:
-    from app.ui.capture import CaptureController
-    from app.ui.datasets import DatasetsController
-    from app.ui.judge import JudgeController
-    from app.ui.queue import QueueController
+    from app.ui.capture.controller import CaptureController
+    from app.ui.datasets.controller import DatasetsController
+    from app.ui.judge.controller import JudgeController
+    from app.ui.queue.controller import QueueController
     from app.ui.runtime_link import RuntimeLink
-    from app.ui.school import SchoolController
-    from app.ui.ship import ShipController
-    from app.ui.team import TeamController
-    from app.ui.training import TrainingController
+    from app.ui.school.controller import SchoolController
+    from app.ui.ship.controller import ShipController
+    from app.ui.team.controller import TeamController
+    from app.ui.training.controller import TrainingController
 
 RESOURCES = Path(__file__).resolve().parents[2] / "resources"
-TABS = ("School", "Training", "Queue", "Capture", "Datasets", "Judge", "Ship", "Experience", "Team")  # the bare window's
 
 
 class MainWindow(QMainWindow):
@@ -40,14 +40,14 @@ class MainWindow(QMainWindow):
                  school: SchoolController | None = None, link: RuntimeLink | None = None,
                  team: TeamController | None = None) -> None:
         super().__init__()
-        self.link, self.runtime, self.controller = None, None, None  # until attach
-        self.capture_controller = self.queue_controller = self.school_controller = self.datasets_controller = None
-        self.training = self.school = self.queue = self.capture = self.datasets = self.team = None
-        self.team_controller = None
+        self.link, self.runtime, self.controller = None, None, None  # until attach; controller: the Training tab's
+        for tab in TABS:  # each tab's panel and controller, as `<key>` and `<key>_controller`
+            setattr(self, tab.key, None)
+            setattr(self, f"{tab.key}_controller", None)
         self.ask_on_close = False
         self.daemon_command: list[str] | None = None
         self.handover: tuple[bool, str] | None = None  # (ok, words) of the hand-over to the daemon at close
-        self.tray = None  # app.ui.tray.Tray, set by build_window
+        self.tray = None  # app.ui.tray.icon.Tray, set by build_window
         self.engine_wizard = None  # app.ui.engine_check.EngineWizard when the engine needed work at start
         self._shut = False
         self._close_asks = False
@@ -57,10 +57,10 @@ class MainWindow(QMainWindow):
             self.setWindowIcon(QIcon(str(icon)))
         self.resize(1180, 740)
         self.tabs = QTabWidget()
-        for name in TABS:  # until attach: the tabs by name, each saying it is starting
+        for tab in TABS:  # until attach: the tabs by name, each saying it is starting
             starting = QLabel("Starting…")
             starting.setAlignment(Qt.AlignmentFlag.AlignCenter)
-            self.tabs.addTab(starting, name)
+            self.tabs.addTab(starting, tab.title)
         self.banner = Banner()  # notifications when the desktop has no system tray
         central = QWidget()
         layout = QVBoxLayout(central)
@@ -89,21 +89,12 @@ class MainWindow(QMainWindow):
                judge: JudgeController | None = None, ship: ShipController | None = None,
                school: SchoolController | None = None, link: RuntimeLink | None = None,
                team: TeamController | None = None) -> MainWindow:
-        """Build the panels over the controllers into this window (the tab the person chose while it started stays
-        chosen); team: the Team page's controller (None: one of its own, which the School tab then reads too)."""
-        from app.ui.capture_panel import CapturePanel
-        from app.ui.datasets_panel import DatasetsPanel
-        from app.ui.experience import ExperienceController
-        from app.ui.experience_panel import ExperiencePanel
-        from app.ui.judge import JudgeController
-        from app.ui.judge_panel import JudgePanel
-        from app.ui.queue_panel import QueuePanel
-        from app.ui.school_panel import SchoolPanel
-        from app.ui.ship import ShipController
-        from app.ui.ship_panel import ShipPanel
-        from app.ui.team import TeamController
-        from app.ui.training_panel import TrainingPanel
-
+        """Build the panels over the controllers into this window, one tab per row of TABS in its order (the tab the
+        person chose while it started stays chosen). A tab given no controller gets one of its own on the training
+        controller's store where its row names one (Judge, Ship, Experience, Team: the School tab then reads the team
+        school through the Team tab's), else it is not shown."""
+        given = {"training": controller, "capture": capture, "datasets": datasets, "queue": queue, "judge": judge,
+                 "ship": ship, "school": school, "team": team}
         chosen = self.tabs.tabText(self.tabs.currentIndex())
         while self.tabs.count():
             starting = self.tabs.widget(0)
@@ -111,63 +102,33 @@ class MainWindow(QMainWindow):
             starting.deleteLater()
         self.link = link
         self.runtime = link.runtime if link is not None and link.mode == "own" else None
-        self.controller, self.capture_controller = controller, capture
-        self.training = TrainingPanel(controller)
-        self.school_controller = school
-        self.school = SchoolPanel(school) if school is not None else None
-        if school is not None:
-            self.tabs.addTab(self.school, "School")
-        self.tabs.addTab(self.training, "Training")
-        self.queue_controller = queue
-        self.queue = QueuePanel(queue) if queue is not None else None
-        if queue is not None:
-            self.tabs.addTab(self.queue, "Queue")
-            queue.message.connect(self.show_status)
-            queue.added.connect(controller.track)  # the Training tab lists queued jobs and follows them once started
+        self.controller = controller
+        for tab in TABS:
+            made = given.get(tab.key)
+            if made is None and tab.controller is not None:
+                made = load(tab.controller)(controller.manager.store)
+            setattr(self, f"{tab.key}_controller", made)
+            if made is None:
+                continue
+            panel = load(tab.panel)(made)
+            setattr(self, tab.key, panel)
+            self.tabs.addTab(panel, tab.title)
+            if tab.status:
+                made.message.connect(self.show_status)
+        if queue is not None:  # the Training tab lists queued jobs and follows them once started
+            queue.added.connect(controller.track)
             queue.started.connect(controller.track)
             queue.entries_changed.connect(controller.sync)
-        self.capture = CapturePanel(capture) if capture is not None else None
-        if capture is not None:
-            self.tabs.addTab(self.capture, "Capture")
-            capture.message.connect(self.show_status)
-        self.datasets_controller = datasets
-        self.datasets = DatasetsPanel(datasets) if datasets is not None else None
-        if datasets is not None:
-            self.tabs.addTab(self.datasets, "Datasets")
-            datasets.message.connect(self.show_status)
-        # the Judge tab reads the training controller's store unless given its own controller
-        self.judge_controller = judge or JudgeController(controller.manager.store)
-        self.judge = JudgePanel(self.judge_controller)
-        self.tabs.addTab(self.judge, "Judge")
-        self.judge_controller.message.connect(self.show_status)
-        self.ship_controller = ship or ShipController(controller.manager.store)
-        self.ship = ShipPanel(self.ship_controller)
-        self.tabs.addTab(self.ship, "Ship")
-        self.ship_controller.message.connect(self.show_status)
-        self.experience_controller = ExperienceController(controller.manager.store)  # reads the store every few s
-        self.experience = ExperiencePanel(self.experience_controller)
-        self.tabs.addTab(self.experience, "Experience")
-        self.experience_controller.message.connect(self.show_status)
-        self.experience_controller.start()
-        self._attach_team(team or TeamController(controller.manager.store))
+        if self.school_controller is not None and self.school_controller.team is None:
+            self.school_controller.follow_team(self.team_controller)  # one read of the team school for both tabs
+        for tab in TABS:
+            if tab.starts:
+                getattr(self, f"{tab.key}_controller").start()
         self.tabs.setCurrentIndex(next((i for i in range(self.tabs.count()) if self.tabs.tabText(i) == chosen), 0))
         self.setAcceptDrops(True)
-        controller.message.connect(self.show_status)
         self.statusBar().showMessage("Drop a chat .jsonl file to queue a training job on the selected model; "
                                      "drop transcripts, folders or datasets to capture them.")
         return self
-
-    def _attach_team(self, team: TeamController) -> None:
-        """The Team page; the School tab reads the team school through the same controller (one read for both)."""
-        from app.ui.team_panel import TeamPanel
-
-        self.team_controller = team
-        self.team = TeamPanel(team)
-        self.tabs.addTab(self.team, "Team")
-        team.message.connect(self.show_status)
-        if self.school_controller is not None and self.school_controller.team is None:
-            self.school_controller.follow_team(team)
-        team.start()
 
     def show_status(self, _level: str, text: str) -> None:
         self.statusBar().showMessage(text, 15000)
@@ -181,7 +142,7 @@ class MainWindow(QMainWindow):
     def dropEvent(self, event: QDropEvent) -> None:
         """On the Queue tab files are queued; on the Training tab one chat file is queued; everything else is
         imported by Capture."""
-        from app.ui.capture import is_chat_file, redirect_note
+        from app.ui.capture.controller import is_chat_file, redirect_note
 
         if self.controller is None:  # still starting: nothing to route it to yet
             event.ignore()
@@ -246,8 +207,6 @@ class MainWindow(QMainWindow):
         if self.controller is None:  # closed while it started: nothing was built to stop
             return
         self._stop_views()
-        if self.school_controller is not None:
-            self.school_controller.stop()
         if self.tray is not None:
             self.tray.hide()
         if self.link is not None:
@@ -269,15 +228,10 @@ class MainWindow(QMainWindow):
             QMessageBox.warning(self, "Not learning in the background", self.handover[1])
 
     def _stop_views(self) -> None:
-        self.controller.detach()
-        if self.queue_controller is not None:
-            self.queue_controller.stop()  # no more reads (or, without a runtime, no more scheduling)
-        if self.capture_controller is not None:
-            self.capture_controller.stop()
-        if self.datasets_controller is not None:
-            self.datasets_controller.stop()  # a running build is cancelled: nothing half-built is registered
-        self.judge_controller.stop()  # a running evaluation ends on its own; its result is dropped
-        self.judge.blind.controller.stop()  # the blind test's too
-        self.ship_controller.stop()  # a running export is cancelled; the model server keeps serving
-        self.experience_controller.stop()  # a running "Correct now" finishes on its own; its outcome is dropped
-        self.team_controller.stop()  # a running push finishes on its own; what it sent is the server's
+        """Each tab's controller stops as its row says (a running step finishes on its own and its outcome is dropped;
+        an export is cancelled), and the Judge tab's blind test's controller."""
+        for tab in TABS:
+            made = getattr(self, f"{tab.key}_controller")
+            if made is not None:
+                getattr(made, tab.stop)()
+        self.judge.blind.controller.stop()

@@ -10,14 +10,13 @@ from PySide6.QtCore import QEvent, QEventLoop, QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
 from app.ui.main_window import MainWindow
+from app.ui.tabs import TABS
 from app.ui.theme import apply_dark
 
-# What app.ui.main needs, roughly leaves first: each is a pause of 0.1-1 s on a slow machine, so the window repaints
-# (and takes a move or a resize) between them rather than once after seconds.
+# What app.ui.main needs, roughly leaves first (the tabs' panels in their order): each is a pause of 0.1-1 s on a slow
+# machine, so the window repaints (and takes a move or a resize) between them rather than once after seconds.
 HEAVY = ("sqlalchemy", "alembic", "app.core.base.store", "app.core.runtime.supervisor", "pyqtgraph",
-         "app.ui.training_panel", "app.ui.school_panel", "app.ui.capture_panel", "app.ui.datasets_panel",
-         "app.ui.judge_panel", "app.ui.ship_panel", "app.ui.experience_panel", "app.ui.queue_panel", "qasync",
-         "app.ui.main")
+         *(tab.panel.partition(":")[0] for tab in TABS), "qasync", "app.ui.main")
 PAINT_WAIT_MS = 2000  # a platform that never paints an unmapped window: go on loading after this
 
 _shell: MainWindow | None = None

@@ -81,7 +81,7 @@ def test_counts_are_written_one_way_in_the_terminal_and_the_window():
     """'200 000' beside '200,000' no more: the CLI and the window write counts with the one helper, commas."""
     from app.cli import common
     from app.core.base.words import grouped
-    from app.ui.experience_words import budget_line
+    from app.ui.experience.words import budget_line
 
     assert common.grouped is grouped and grouped(200_000) == "200,000" and grouped(None) == "-"
     assert budget_line({"tokens_today": 12_400, "tokens_per_day": 200_000}) == "12,400 of 200,000 tokens today"

@@ -64,8 +64,8 @@ def test_a_planted_agent_reaches_capture_datasets_and_the_capture_tab(qtbot, mon
     from app.core.datasets.config import BuildConfig
     from app.core.datasets.runs import start_build
     from app.core.scrub.scrubber import Scrubber
-    from app.ui.capture import CaptureController
-    from app.ui.capture_panel import CapturePanel
+    from app.ui.capture.controller import CaptureController
+    from app.ui.capture.panel import CapturePanel
 
     monkeypatch.setitem(agents.AGENTS, FAKE.name, FAKE)
     monkeypatch.setenv("HOME", str(tmp_path / "me"))

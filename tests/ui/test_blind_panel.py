@@ -12,7 +12,7 @@ from PySide6.QtCore import QPoint, Qt
 from app.core.judge.blind import trials as T
 from app.core.judge.blind.render import Arg, ContextView, Part, Turn, answer
 from app.core.runtime.school.facade import School
-from app.ui.judge_blind_words import context_html, figure_rows, parts_html
+from app.ui.judge.blind_words import context_html, figure_rows, parts_html
 from tests.conftest import BLIND_TOKENS
 
 WAIT_MS = 30_000
@@ -28,9 +28,9 @@ BETTER = {Qt.Key.Key_Left: "A", Qt.Key.Key_Right: "B", Qt.Key.Key_Down: "same", 
 
 def judge_tab(qtbot, store):
     """The Judge tab on `store`, its Blind test view shown, the models listed."""
-    from app.ui.judge_blind import BlindController
-    from app.ui.judge import JudgeController
-    from app.ui.judge_panel import JudgePanel
+    from app.ui.judge.blind_controller import BlindController
+    from app.ui.judge.controller import JudgeController
+    from app.ui.judge.panel import JudgePanel
 
     panel = JudgePanel(JudgeController(store), BlindController(store, max_new_tokens=BLIND_TOKENS))
     qtbot.addWidget(panel)
@@ -145,8 +145,8 @@ def test_ten_trials_by_keyboard_stop_reopen_and_finish(qtbot, blind_store):
     assert "goal of 45 %" in text
 
     # the School tab: the share as a bar with its n, the interval, the goal and chance lines
-    from app.ui.school import SchoolController
-    from app.ui.school_panel import SchoolPanel
+    from app.ui.school.controller import SchoolController
+    from app.ui.school.panel import SchoolPanel
 
     school = SchoolPanel(SchoolController(blind_store))
     qtbot.addWidget(school)

@@ -148,7 +148,7 @@ def test_keep_out_saves_the_project_rule(make_window, ns_home):
 def test_transcript_marks_compaction_images_sub_agents_and_cuts_long_outputs():
     from app.core.capture.session import Part
     from app.core.capture.queries import SessionSummary, TranscriptMessage
-    from app.ui.capture_panel import render_transcript
+    from app.ui.capture.panel import render_transcript
 
     summary = SessionSummary("s1", "claude-code", "proj", "Fix <b>it</b>", None, 3, 1, 0, "finished", None)
     sub = SessionSummary("s2", "claude-code", "proj", "Explore the repo", None, 4, 2, 0, "finished", None)

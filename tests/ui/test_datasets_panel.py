@@ -179,8 +179,8 @@ def test_cancel_stops_the_worker_and_stores_nothing(qtbot, make_window, store, t
 
 
 def test_the_report_groups_excluded_examples_by_check(tmp_path):
-    from app.ui.datasets import Details
-    from app.ui.datasets_panel import report_html
+    from app.ui.datasets.controller import Details
+    from app.ui.datasets.panel import report_html
 
     excluded = [{"session_id": "s1", "window": 0, "problems": [{"check": "leakage", "detail": "answer in prompt"}]},
                 {"session_id": "s2", "window": 1, "problems": [{"check": "secret", "detail": "aws key at message 2"},
@@ -193,7 +193,7 @@ def test_the_report_groups_excluded_examples_by_check(tmp_path):
 
 
 def test_lines_are_read_lazily_and_long_renderings_are_cut(qtbot, tmp_path):
-    from app.ui.datasets import JsonlLines
+    from app.ui.datasets.controller import JsonlLines
     from widgets.token_preview import MAX_CHARS, TokenPreview
 
     path = tmp_path / "x.jsonl"
@@ -213,8 +213,8 @@ def test_a_preference_dataset_reports_its_pairs(tmp_path):
     import json
 
     from app.core.datasets import manifest
-    from app.ui.datasets import read_details
-    from app.ui.datasets_panel import report_html
+    from app.ui.datasets.controller import read_details
+    from app.ui.datasets.panel import report_html
 
     pair = {"id": "p1", "prompt": [{"role": "user", "content": "fix it"}],
             "chosen": [{"role": "assistant", "content": "Let me read utils.py first."}],

@@ -9,12 +9,12 @@ from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtWidgets import QLabel
 
 from app.core.capture.sources import CaptureConfig
-from app.ui.capture import CaptureController
-from app.ui.capture_panel import CapturePanel
-from app.ui.judge import JudgeController
-from app.ui.judge_panel import JudgePanel
-from app.ui.training import TrainingController
-from app.ui.training_panel import TrainingPanel
+from app.ui.capture.controller import CaptureController
+from app.ui.capture.panel import CapturePanel
+from app.ui.judge.controller import JudgeController
+from app.ui.judge.panel import JudgePanel
+from app.ui.training.controller import TrainingController
+from app.ui.training.panel import TrainingPanel
 from widgets.alerts import EMPTY_TEXT
 
 WAIT_MS = 3000

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.usefixtures("keyless")  # no OS keyring; the key file i
 
 @pytest.fixture
 def panel(qtbot, store):
-    from app.ui.experience import ExperienceController
-    from app.ui.experience_panel import ExperiencePanel
+    from app.ui.experience.controller import ExperienceController
+    from app.ui.experience.panel import ExperiencePanel
 
     controller = ExperienceController(store, refresh_ms=60_000)  # the tests read when they choose
     view = ExperiencePanel(controller)

@@ -23,7 +23,7 @@ from app.core.enginenv.errors import EngineSetupError, SetupCancelled
 from app.core.enginenv.setup import EngineStatus, SetupProgress
 from app.core.runtime.school import policy
 from app.core.train.modelref import check_model_ref
-from app.ui.first_run import FirstRunWizard, offer
+from app.ui.first_run.wizard import FirstRunWizard, offer
 from tests.core.capture.helpers import KV, SIMONW
 
 TIMEOUT_MS = 10_000
@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 APP = """
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
-from app.ui.first_run import FirstRunWizard
+from app.ui.first_run.wizard import FirstRunWizard
 from app.ui.main import run_gui
 
 app = QApplication([])

@@ -96,8 +96,8 @@ def record_eval(store, folder: Path, label: str, model: str, checkpoint_id: int 
 
 
 def judge_panel(qtbot, store):
-    from app.ui.judge import JudgeController
-    from app.ui.judge_panel import JudgePanel
+    from app.ui.judge.controller import JudgeController
+    from app.ui.judge.panel import JudgePanel
 
     panel = JudgePanel(JudgeController(store))
     qtbot.addWidget(panel)

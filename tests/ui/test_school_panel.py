@@ -85,8 +85,8 @@ def ended_cycle(store, state: str, report: dict | None, reason: str = "") -> int
 
 @pytest.fixture
 def panel(qtbot, store):
-    from app.ui.school import SchoolController
-    from app.ui.school_panel import SchoolPanel
+    from app.ui.school.controller import SchoolController
+    from app.ui.school.panel import SchoolPanel
 
     controller = SchoolController(store)
     view = SchoolPanel(controller)
@@ -376,7 +376,7 @@ def test_cancel_keeps_the_window_open(qtbot, make_window):
 
 
 def test_the_words_of_the_state():
-    from app.ui.school_words import eta_words, notice_text, progress_words, student_lines, tray_state
+    from app.ui.school.words import eta_words, notice_text, progress_words, student_lines, tray_state
 
     status = {"student": {"base_model": "default", "deployed_checkpoint": 7, "deployed_label": "job-1 step 60",
                           "served": {"model": "student-q4_k_m", "url": "http://127.0.0.1:8765/v1", "parked": True}}}

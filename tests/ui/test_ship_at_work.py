@@ -19,8 +19,8 @@ WAIT_MS = 15_000
 
 
 def test_the_use_it_in_box_says_what_the_student_did_where_it_is_connected(qtbot, store, tmp_path, monkeypatch):
-    from app.ui.ship import ShipController
-    from app.ui.ship_panel import ShipPanel
+    from app.ui.ship.controller import ShipController
+    from app.ui.ship.panel import ShipPanel
 
     (tmp_path / "user").mkdir()
     monkeypatch.setenv("HOME", str(tmp_path / "user"))

@@ -33,8 +33,8 @@ def click(qtbot, widget) -> None:
 
 
 def test_connect_codex_from_the_ship_tab_then_disconnect(qtbot, store, home):
-    from app.ui.ship import ShipController
-    from app.ui.ship_panel import ShipPanel
+    from app.ui.ship.controller import ShipController
+    from app.ui.ship.panel import ShipPanel
 
     student = StandInStudent()
     panel = ShipPanel(ShipController(store))

@@ -38,8 +38,8 @@ def setup(store, manager, chat_file, tiny_model):
 
 @pytest.fixture
 def make_panel(qtbot, store):
-    from app.ui.ship import ShipController
-    from app.ui.ship_panel import ShipPanel
+    from app.ui.ship.controller import ShipController
+    from app.ui.ship.panel import ShipPanel
 
     made = []
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-HEAVY = ("pyqtgraph", "alembic", "app.core.base.store", "app.core.runtime.supervisor", "app.ui.training_panel",
+HEAVY = ("pyqtgraph", "alembic", "app.core.base.store", "app.core.runtime.supervisor", "app.ui.training.panel",
          "app.core.train.spec")
 CHILD = f"""
 import sys

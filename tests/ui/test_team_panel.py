@@ -116,7 +116,7 @@ def test_a_member_joins_pushes_reads_the_team_school_and_sees_it_go_offline(
 
 
 def test_the_deploy_watch_says_each_new_team_checkpoint_once():
-    from app.ui.team_words import DeployWatch
+    from app.ui.team.words import DeployWatch
 
     def status(checkpoint):
         return {"school": {"student": {"base_model": "tiny", "deployed_checkpoint": checkpoint}}}
@@ -133,9 +133,9 @@ def test_the_deploy_watch_says_each_new_team_checkpoint_once():
 
 
 def test_the_tray_notifies_a_member_once_per_new_team_student(qtbot, store):
-    from app.ui.school import SchoolController
-    from app.ui.team import TeamReader, TeamView, tray_poll_ms
-    from app.ui.tray import Tray
+    from app.ui.school.controller import SchoolController
+    from app.ui.team.controller import TeamReader, TeamView, tray_poll_ms
+    from app.ui.tray.icon import Tray
 
     assert tray_poll_ms(store) == 120_000
     settings.put(store, "team.tray_poll_s", 30)

@@ -10,8 +10,8 @@ import pytest
 
 from app.core.base import protocol as P
 from app.core.train.view import JobView, read_diagnosis
-from app.ui.training import TrainingController
-from app.ui.training_panel import NO_GPU, TrainingPanel
+from app.ui.training.controller import TrainingController
+from app.ui.training.panel import NO_GPU, TrainingPanel
 
 WAIT_MS = 3000
 

@@ -8,7 +8,7 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 
 from app.core.train.events import read_events
-from app.ui.training_panel import NO_GPU
+from app.ui.training.panel import NO_GPU
 from tests.conftest import write_jsonl
 
 TIMEOUT_MS = 240_000

@@ -164,7 +164,7 @@ def test_session_tray_in_x(qtbot, qapp, store):
 
     from app.core.runtime.school.facade import School
     from app.core.runtime.supervisor import Runtime
-    from app.ui.tray_app import build_tray
+    from app.ui.tray.process import build_tray
 
     qtbot.waitUntil(QSystemTrayIcon.isSystemTrayAvailable, timeout=WAIT_MS)
     runtime = Runtime(role="window", store=store, capture=False, keeper=False).start()
@@ -282,7 +282,7 @@ def test_the_tray_icon_is_the_app_icon_with_a_state_badge(qapp):
     from PySide6.QtGui import QColor, QImage
 
     from app.core.desktop.entries import PNG_DIR
-    from app.ui.tray import STATES, state_icons
+    from app.ui.tray.icon import STATES, state_icons
 
     icons = state_icons()
     app_icon = QImage(str(PNG_DIR / "48.png"))
@@ -299,7 +299,7 @@ def test_the_tray_icon_is_the_app_icon_with_a_state_badge(qapp):
 
 
 def test_the_tray_says_the_real_state():
-    from app.ui.school_words import tray_state, tray_tooltip
+    from app.ui.school.words import tray_state, tray_tooltip
 
     status = {"paused": True, "cycle": None, "next": {"new_sessions": 2, "needed": 10}}
     assert tray_state(status) == "paused" and tray_state(status, running=False) == "off"

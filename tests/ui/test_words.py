@@ -4,10 +4,10 @@ and explains its trained-token columns."""
 from __future__ import annotations
 
 from app.core.datasets.manifest import Manifest, SplitSize
-from app.ui.datasets import Details
-from app.ui.datasets_panel import report_html
-from app.ui.judge import Column, Comparison, JudgeController
-from app.ui.judge_panel import JudgePanel
+from app.ui.datasets.controller import Details
+from app.ui.datasets.panel import report_html
+from app.ui.judge.controller import Column, Comparison, JudgeController
+from app.ui.judge.panel import JudgePanel
 
 
 def column(ref: str, label: str, short: str, checkpoint: int | None, outcome: str) -> Column:

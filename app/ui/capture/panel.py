@@ -12,7 +12,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QMessageBox,
     QPushButton,
-    QSplitter,
     QTabWidget,
     QTextBrowser,
     QVBoxLayout,
@@ -22,8 +21,8 @@ from PySide6.QtWidgets import (
 from app.core.base.words import grouped
 from app.core.capture.agents import colours
 from app.core.capture.queries import SessionSummary, TranscriptMessage
-from app.ui.capture import CaptureController
-from app.ui.kit import DIM_STYLE, FAINT, fill, key_at, local_time, make_table, reselect
+from app.ui.capture.controller import CaptureController
+from app.ui.kit import DIM_STYLE, FAINT, fill, key_at, local_time, make_table, reselect, splitter
 from widgets.banner import Banner
 from widgets.bars import LabelledBars, StackedBars
 
@@ -83,11 +82,7 @@ class CapturePanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.banner)
-        split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(self._overview())
-        split.addWidget(self._browser())
-        split.setSizes([240, 460])
-        layout.addWidget(split, 1)
+        layout.addWidget(splitter(Qt.Orientation.Vertical, (self._overview(), self._browser()), [240, 460]), 1)
 
     def _overview(self) -> QWidget:
         self.per_day = StackedBars("Sessions per day", colours(),
@@ -100,11 +95,7 @@ class CapturePanel(QWidget):
         self.side_tabs = QTabWidget()
         self.side_tabs.addTab(self.sources, "Sources")
         self.side_tabs.addTab(self.quarantine, "Quarantine")
-        split = QSplitter(Qt.Orientation.Horizontal)
-        for w in (self.per_day, self.tools, self.side_tabs):
-            split.addWidget(w)
-        split.setSizes([380, 300, 480])
-        return split
+        return splitter(Qt.Orientation.Horizontal, (self.per_day, self.tools, self.side_tabs), [380, 300, 480])
 
     def _browser(self) -> QWidget:
         self.projects = make_table(["Project", "Sessions", "Msgs"], 0)
@@ -128,15 +119,8 @@ class CapturePanel(QWidget):
         col.setContentsMargins(0, 0, 0, 0)
         col.addWidget(self.signals)
         col.addWidget(self.viewer, 1)
-        right = QSplitter(Qt.Orientation.Vertical)
-        right.addWidget(self.sessions)
-        right.addWidget(reader)
-        right.setSizes([180, 280])
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(left)
-        split.addWidget(right)
-        split.setSizes([260, 900])
-        return split
+        right = splitter(Qt.Orientation.Vertical, (self.sessions, reader), [180, 280])
+        return splitter(Qt.Orientation.Horizontal, (left, right), [260, 900])
 
     # --- refresh -----------------------------------------------------------------------------
     def refresh(self) -> None:

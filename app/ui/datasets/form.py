@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.datasets.config import MODES as BUILD_MODES, BuildConfig, Filters
-from app.ui.datasets import DatasetsController
+from app.ui.datasets.controller import DatasetsController
 from app.ui.kit import FAINT
 
 PHASES = {"load": "Loading sessions", "render": "Rendering examples", "write": "Writing files"}

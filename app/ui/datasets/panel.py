@@ -12,7 +12,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSpinBox,
-    QSplitter,
     QTabWidget,
     QTextBrowser,
     QVBoxLayout,
@@ -20,10 +19,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.datasets.splits import SPLITS
-from app.ui.datasets import DatasetsController, Details, Preview
-from app.ui.datasets_form import BuildForm
-from app.ui.datasets_words import PASSED, PROBLEM, report_html
-from app.ui.kit import FAINT, fill, key_at, local_time, make_table, reselect
+from app.ui.datasets.controller import DatasetsController, Details, Preview
+from app.ui.datasets.form import BuildForm
+from app.ui.datasets.words import PASSED, PROBLEM, report_html
+from app.ui.kit import FAINT, fill, key_at, local_time, make_table, reselect, splitter
 from widgets.banner import Banner
 from widgets.token_preview import TokenPreview
 
@@ -62,17 +61,11 @@ class DatasetsPanel(QWidget):
         self.table.itemSelectionChanged.connect(self._on_select)
         for column, tip in HEADER_TIPS.items():
             self.table.horizontalHeaderItem(column).setToolTip(tip)
-        left = QSplitter(Qt.Orientation.Vertical)
-        left.addWidget(self.table)
         self.form = BuildForm(self.controller)
         self.form.problem.connect(self._on_problem)
         self.controller.building.connect(self._on_building)
-        left.addWidget(self.form)
-        left.setSizes([330, 380])
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(left)
-        split.addWidget(self._detail())
-        split.setSizes([600, 580])
+        left = splitter(Qt.Orientation.Vertical, (self.table, self.form), [330, 380])
+        split = splitter(Qt.Orientation.Horizontal, (left, self._detail()), [600, 580])
         layout = QVBoxLayout(self)
         layout.addWidget(self.banner)
         layout.addWidget(split, 1)

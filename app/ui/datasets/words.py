@@ -8,7 +8,7 @@ from html import escape
 from pathlib import Path
 
 from app.core.datasets.splits import SPLITS
-from app.ui.datasets import Details
+from app.ui.datasets.controller import Details
 from app.ui.kit import FAINT
 
 MAX_SHOWN = 25  # excluded examples listed per check

@@ -1,7 +1,7 @@
 """Experience controller: the Experience tab's model side. It reads the buffer (counts, flagged answers, corrections
 waiting for review), the teacher's settings and today's budget off the GUI thread every few seconds, and runs the
 person's commands (buffer on/off, settings, the key, accept / reject, "Correct now") on worker threads; the words the
-tab shows are app/ui/experience_words.py."""
+tab shows are app/ui/experience/words.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +16,7 @@ from app.core.base.errors import Explained
 from app.core.base.store import Store
 from app.core.experience import buffer, config, corrections, keys, teacher
 from app.ui.background import PolledController
-from app.ui.experience_words import Snapshot, key_words, run_words
+from app.ui.experience.words import Snapshot, key_words, run_words
 
 REFRESH_MS = 3000
 SHOWN = 200  # flagged answers read for the table

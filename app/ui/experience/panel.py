@@ -16,14 +16,13 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
-    QSplitter,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
-from app.ui.experience import ExperienceController
-from app.ui.experience_words import (
+from app.ui.experience.controller import ExperienceController
+from app.ui.experience.words import (
     budget_line,
     buffer_headline,
     buffer_sentence,
@@ -36,7 +35,7 @@ from app.ui.experience_words import (
     teacher_hint,
     waiting_empty,
 )
-from app.ui.kit import DIM_STYLE, label, make_table
+from app.ui.kit import DIM_STYLE, label, make_table, splitter
 from widgets.banner import Banner
 
 FLAGGED_COLUMNS = ["Time", "Client", "Why", "State"]
@@ -65,12 +64,8 @@ class ExperiencePanel(QWidget):
     # --- layout ------------------------------------------------------------------------------------------------------
     def _build(self) -> None:
         self.banner = Banner()
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self._flagged_box())
-        split.addWidget(self._waiting_box())
-        split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 1)
-        split.setSizes([560, 560])
+        split = splitter(Qt.Orientation.Horizontal, (self._flagged_box(), self._waiting_box()), [560, 560],
+                         factors=(1, 1))
         layout = QVBoxLayout(self)
         layout.addWidget(self.banner)
         layout.addWidget(self._buffer_box())

@@ -19,8 +19,8 @@ from PySide6.QtWidgets import (
 from app.core.base.errors import Explained
 from app.core.train.modelref import HUB_ID, ModelRefError, check_model_folder, is_embedded
 from app.core.train.spec import DEFAULT_MODEL
-from app.ui.first_run_pages import Page
-from app.ui.first_run_work import WizardWork
+from app.ui.first_run.pages import Page
+from app.ui.first_run.work import WizardWork
 from app.ui.kit import DIM_STYLE, GOOD_STYLE, WARN_STYLE, label
 
 

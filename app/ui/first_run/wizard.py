@@ -13,9 +13,9 @@ from app.core.base.errors import Explained
 from app.core.base.store import Store
 from app.core.capture.sources import CaptureConfig
 from app.core.runtime.school import policy
-from app.ui.first_run_pages import AgentsPage, ExcludePage, PolicyPage
-from app.ui.first_run_training import EnginePage, ModelPage
-from app.ui.first_run_work import WizardWork, real_engine
+from app.ui.first_run.pages import AgentsPage, ExcludePage, PolicyPage
+from app.ui.first_run.training import EnginePage, ModelPage
+from app.ui.first_run.work import WizardWork, real_engine
 
 NO_FIRST_RUN = "NIGHTSCHOOL_NO_FIRST_RUN"  # "1": never show the wizard (tests that build the window set it)
 

@@ -17,7 +17,7 @@ from app.core.judge.blind.trials import BlindTest, Trial
 from app.core.runtime.school import policy
 from app.core.runtime.school.facade import School
 from app.ui.background import BackgroundController
-from app.ui.judge import read_choices, read_deployed
+from app.ui.judge.controller import read_choices, read_deployed
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSpinBox,
-    QSplitter,
     QStackedWidget,
     QTextBrowser,
     QVBoxLayout,
@@ -21,9 +20,9 @@ from PySide6.QtWidgets import (
 
 from app.core.judge.blind.render import BlindError
 from app.core.judge.blind.trials import DEFAULT_N
-from app.ui.judge_blind import BlindController, Done, Model, Pending
-from app.ui.judge_blind_words import BETTER_WORDS, INTRO, KEYS, context_html, done_html, parts_html, resume_words, trial_words
-from app.ui.kit import DIM_STYLE, GOOD, heading
+from app.ui.judge.blind_controller import BlindController, Done, Model, Pending
+from app.ui.judge.blind_words import BETTER_WORDS, INTRO, KEYS, context_html, done_html, parts_html, resume_words, trial_words
+from app.ui.kit import DIM_STYLE, GOOD, heading, splitter
 from widgets.banner import Banner
 
 REF = Qt.ItemDataRole.UserRole
@@ -146,14 +145,8 @@ class BlindPanel(QWidget):
         arrange.addWidget(self.context_title)
         arrange.addWidget(self.context, 1)
         self.answer_a, self.answer_b = AnswerBox("A"), AnswerBox("B")
-        answers = QSplitter(Qt.Orientation.Horizontal)
-        answers.addWidget(self.answer_a)
-        answers.addWidget(self.answer_b)
-        answers.setSizes([1000, 1000])
-        split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(top)
-        split.addWidget(answers)
-        split.setSizes([540, 300])
+        answers = splitter(Qt.Orientation.Horizontal, (self.answer_a, self.answer_b), [1000, 1000])
+        split = splitter(Qt.Orientation.Vertical, (top, answers), [540, 300])
         self.pick_a = key_button("1 · A is the agent", lambda: self.controller.pick("A"))
         self.cant_tell = key_button("0 · Can't tell", lambda: self.controller.pick("cant_tell"))
         self.pick_b = key_button("2 · B is the agent", lambda: self.controller.pick("B"))

@@ -1,6 +1,6 @@
 """Judge panel: tick models (the base and checkpoints), compare them (metric table with coloured deltas, overlaid
 training-loss curves, side-by-side generations, a ranking), and promote or roll back through the gate; beside it the
-blind test's view (app/ui/judge_blind_panel)."""
+blind test's view (app/ui/judge/blind_panel)."""
 from __future__ import annotations
 
 from html import escape
@@ -15,7 +15,6 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QProgressBar,
     QPushButton,
-    QSplitter,
     QTabWidget,
     QTextBrowser,
     QVBoxLayout,
@@ -24,10 +23,10 @@ from PySide6.QtWidgets import (
 
 from app.core.judge.nextaction import OUTCOME_WORDS
 from app.core.judge.report import places
-from app.ui.judge_blind import BlindController
-from app.ui.judge_blind_panel import BlindPanel
-from app.ui.judge import ROWS, Choice, Comparison, JudgeController, Judged, short_model
-from app.ui.kit import DIM_STYLE, heading
+from app.ui.judge.blind_controller import BlindController
+from app.ui.judge.blind_panel import BlindPanel
+from app.ui.judge.controller import ROWS, Choice, Comparison, JudgeController, Judged, short_model
+from app.ui.kit import DIM_STYLE, heading, splitter
 from widgets.banner import STYLE as BANNER_STYLE, Banner
 from widgets.charts import LiveChart
 from widgets.compare_table import CompareTable
@@ -84,11 +83,7 @@ class JudgePanel(QWidget):
     # --- layout --------------------------------------------------------------------------------------
     def _build(self) -> None:
         self.banner = Banner()
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self._side())
-        split.addWidget(self._results())
-        split.setStretchFactor(1, 1)
-        split.setSizes([330, 850])
+        split = splitter(Qt.Orientation.Horizontal, (self._side(), self._results()), [330, 850], stretch=1)
         compare = QWidget()
         inner = QVBoxLayout(compare)
         inner.setContentsMargins(0, 0, 0, 0)
@@ -165,15 +160,8 @@ class JudgePanel(QWidget):
         self.chart.setToolTip("The training loss of each compared checkpoint's job, up to the checkpoint's step")
         self.chart.set_notice("Compare checkpoints to overlay their training loss")
         self.side_by_side = SideBySide()
-        top = QSplitter(Qt.Orientation.Horizontal)
-        top.addWidget(self.table)
-        top.addWidget(self.chart)
-        top.setSizes([500, 360])
-        split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(top)
-        split.addWidget(self.side_by_side)
-        split.setSizes([300, 380])
-        return split
+        top = splitter(Qt.Orientation.Horizontal, (self.table, self.chart), [500, 360])
+        return splitter(Qt.Orientation.Vertical, (top, self.side_by_side), [300, 380])
 
     # --- user actions --------------------------------------------------------------------------------
     def checked(self) -> list[str]:

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 
 from app.core.train.spec import DEFAULT_MODEL
 from app.ui.kit import DIM_STYLE
-from app.ui.queue import ENGINE, PRIORITIES, RECIPES, RETRYABLE, WAITING, QueueController
+from app.ui.queue.controller import ENGINE, PRIORITIES, RECIPES, RETRYABLE, WAITING, QueueController
 from widgets.banner import Banner
 from widgets.job_table import format_eta
 from widgets.queue_table import QueueRow, QueueTable
@@ -31,7 +31,8 @@ HINT = "Select a job to act on it. Drag a waiting row to reorder the queue."
 
 
 def set_text(widget, text: str) -> None:
-    """Only when it changed (see app.ui.queue: every Qt setter call costs a reference to None under PySide6 6.12)."""
+    """Only when it changed (see app.ui.queue.controller: every Qt setter call costs a reference to None under
+    PySide6 6.12)."""
     if widget.text() != text:
         widget.setText(text)
 

@@ -9,8 +9,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from app.core.judge.blind.figure import CHANCE, GOAL
-from app.ui.judge_blind_words import blind_lines, figure_rows  # noqa: F401 - blind_lines: the School panel reads it here
-from app.ui.school_words import base_points, chart_points
+from app.ui.judge.blind_words import blind_lines, figure_rows  # noqa: F401 - blind_lines: the School panel reads it here
+from app.ui.school.words import base_points, chart_points
 from widgets.charts import LiveChart
 from widgets.share_chart import Share, ShareChart
 

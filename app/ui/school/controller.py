@@ -2,7 +2,7 @@
 GUI thread, follows the runtime's events (stage entered, progress, ETA, notifications) through the window's
 RuntimeLink, and sends the person's commands (run now, pause, approve, policy) through the `School` facade, whose
 writes the runtime — this window's or the daemon's — takes up. The words the tab and the tray show are in
-school_words."""
+school/words."""
 from __future__ import annotations
 
 import itertools
@@ -16,7 +16,7 @@ from app.core.runtime.machinery.bus import NOTIFY, Kind
 from app.core.runtime.school.cycles import ENDED, STAGES
 from app.core.runtime.school.facade import School
 from app.ui.background import PolledController
-from app.ui.school_words import ended_words
+from app.ui.school.words import ended_words
 
 REFRESH_MS = 5000  # the state is read this often (the session count and the reasons a cycle waits change slowly)
 SOON_MS = 150  # events coalesce into one read
@@ -51,7 +51,7 @@ class SchoolController(PolledController):
         self._soon.setSingleShot(True)
         self._soon.setInterval(SOON_MS)
         self._soon.timeout.connect(self.refresh)
-        self.team = None  # app/ui/team.TeamReader once follow_team: the team school this data dir is a member of
+        self.team = None  # team/controller.TeamReader once follow_team: the team school this data dir is a member of
         if link is not None:
             link.event.connect(self.on_event)
 

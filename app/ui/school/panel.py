@@ -1,5 +1,5 @@
 """School panel (the first tab): the student, progress to the next cycle, the running cycle's stages with progress and
-ETA, held-out agreement / validity / loss over cycles and the blind test's figure (school_charts), the last report
+ETA, held-out agreement / validity / loss over cycles and the blind test's figure (charts), the last report
 card, the policy, and the buttons Run now / Pause / Approve / Refuse. A view: it reads the SchoolController's state
 and calls its commands."""
 from __future__ import annotations
@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QSpinBox,
-    QSplitter,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -30,11 +29,11 @@ from PySide6.QtWidgets import (
 from app.core.judge.report import METRICS
 from app.core.runtime.school.cycles import STAGES
 from app.core.train.backends import BACKENDS
-from app.ui.school_charts import blind_lines
-from app.ui.kit import DIM_STYLE, local_time
-from app.ui.school import SchoolController
-from app.ui.school_charts import SchoolCharts
-from app.ui.school_words import (
+from app.ui.school.charts import blind_lines
+from app.ui.kit import DIM_STYLE, local_time, splitter
+from app.ui.school.controller import SchoolController
+from app.ui.school.charts import SchoolCharts
+from app.ui.school.words import (
     TEAM_RUNS,
     card_reason,
     cycle_headline,
@@ -81,15 +80,11 @@ class SchoolPanel(QWidget):
         top.addWidget(self._student_box(), 3)
         top.addWidget(self._next_box(), 3)
         top.addWidget(self._policy_box(), 2)
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self._charts_and_history())
+        charts = self._charts_and_history()
         card_box = QGroupBox("Report card")
         self.card = ReportCardView()
         QVBoxLayout(card_box).addWidget(self.card)
-        split.addWidget(card_box)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
-        split.setSizes([640, 480])
+        split = splitter(Qt.Orientation.Horizontal, (charts, card_box), [640, 480], factors=(3, 2))
         self.footer = QLabel()
         self.footer.setStyleSheet(DIM_STYLE)
         self.footer.setWordWrap(True)

@@ -6,7 +6,7 @@ from app.core.base.words import eta_words
 from app.core.runtime.machinery.bus import CYCLE_ENDS, Kind
 from app.core.runtime.school.cycles import STAGES
 from app.ui.kit import local_time
-from app.ui.team_words import deployed_words, offline_words, school_state
+from app.ui.team.words import deployed_words, offline_words, school_state
 
 CHART = ("agreement", "validity", "loss")
 TRAINING_STAGES = ("building", "training", "refining")
@@ -316,8 +316,8 @@ TEAM_RUNS = "the team's server runs its school"  # why a member's Run now / Appr
 
 
 def team_line(view, offline_since: float | None = None) -> str:
-    """The School tab's line for a member (view: app/ui/team.TeamView): "Team school at URL: <state>, student <…>",
-    or how the server could not be read (offline since …, or the refused token)."""
+    """The School tab's line for a member (view: app/ui/team/controller.TeamView): "Team school at URL: <state>,
+    student <…>", or how the server could not be read (offline since …, or the refused token)."""
     where = view.url or "(no token kept)"
     if view.status is None:
         return f"Team school at {where}: {view.problem if view.refused else offline_words(offline_since, view.files)}"

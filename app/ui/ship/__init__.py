@@ -1,1 +1,1 @@
-"""The Ship tab: GGUF export, deploy, serving and the agent tools it is set up in (controller, boxes, connect, panel)."""
+"""The Ship tab: GGUF export, deploy, serving, the agent tools it is set up in (controller, panel, boxes, connect)."""

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QGridLayout, QGroupBox, QHBoxLayout, QLabel, QLine
 
 from app.core.ship.config import EXPORT_STAGES
 from app.ui.kit import DIM_STYLE, arrange, button, heading, label, local_time
-from app.ui.ship import Served, ShipController
+from app.ui.ship.controller import Served, ShipController
 
 
 def seconds(value) -> str:

@@ -16,9 +16,9 @@ from app.core.judge import records
 from app.core.ship import deploy, exports, lmstudio, ollama, serving
 from app.core.ship.errors import ShipError
 from app.ui.background import BackgroundController
-from app.ui.judge import read_choices as judge_choices
+from app.ui.judge.controller import read_choices as judge_choices
 from app.ui.kit import local_time
-from app.ui.ship_connect import ConnectController
+from app.ui.ship.connect import ConnectController
 
 MARKS = {"pass": "✓", "fail": "✗", "inconclusive": "?", None: "–", "base": "◆"}
 CHAT_TURNS = 8  # messages of the conversation sent with each question (the model's context is small)

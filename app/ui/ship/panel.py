@@ -25,9 +25,9 @@ from PySide6.QtWidgets import (
 
 from app.core.ship.config import DEFAULT_QUANT, QUANTS
 from app.ui.kit import DIM_STYLE, arrange, button, heading, label, splitter
-from app.ui.ship import ShipChoice, ShipController, model_stem
-from app.ui.ship_boxes import ServedBox, StageBars, export_html
-from app.ui.ship_connect import ConnectBox
+from app.ui.ship.controller import ShipChoice, ShipController, model_stem
+from app.ui.ship.boxes import ServedBox, StageBars, export_html
+from app.ui.ship.connect import ConnectBox
 from widgets.banner import Banner
 
 REF = Qt.ItemDataRole.UserRole

@@ -1,7 +1,7 @@
 """Team controller: the Team page's model side, and the team school's reader the School tab and the tray share. It
 reads on a worker thread whether this data dir is a member, its outbox and the team server's GET /v1/status
 (`member.team_status`); an unreachable server is a state ("offline since …"), not an error. `TeamController` adds
-the person's commands — join, push now, withdraw — each on a worker thread. The words are app/ui/team_words.py."""
+the person's commands — join, push now, withdraw — each on a worker thread. The words are app/ui/team/words.py."""
 from __future__ import annotations
 
 import time
@@ -14,7 +14,7 @@ from app.core.base import settings
 from app.core.base.store import Store
 from app.core.team import member, wire
 from app.ui.background import PolledController
-from app.ui.team_words import pushed_words, withdrawn_words
+from app.ui.team.words import pushed_words, withdrawn_words
 
 REFRESH_MS = 15_000  # the window's Team page and School line read the team server this often
 TRAY_POLL_KEY = "team.tray_poll_s"  # settings key: how often the tray asks the team server (seconds)

@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui.kit import BAD_STYLE, DIM_STYLE, GOOD_STYLE, WARN_STYLE, arrange, button, fill, label, make_table
-from app.ui.team import TeamController
-from app.ui.team_words import (
+from app.ui.team.controller import TeamController
+from app.ui.team.words import (
     WITHDRAW_TEXT,
     WITHDRAW_TITLE,
     deployed_words,

@@ -14,7 +14,7 @@ from app.core.train.jobs import ACTIVE, JobManager
 from app.core.train.modelref import ModelRefError
 from app.core.train.spec import DEFAULT_MODEL, Hyper
 from app.core.train.view import LIVE_STATES, JobView, apply
-from app.ui.queue import queued_note
+from app.ui.queue.controller import queued_note
 
 
 class TrainingController(QObject):
@@ -31,7 +31,7 @@ class TrainingController(QObject):
         super().__init__()
         self.manager = manager
         self.hyper = hyper or Hyper()
-        self.queue = queue  # app.ui.queue.QueueController: files dropped here are queued through it
+        self.queue = queue  # app.ui.queue.controller.QueueController: files dropped here are queued through it
         self.jobs: dict[str, JobView] = {}
         self._followers: dict[str, object] = {}
         self._tasks: dict[str, asyncio.Task] = {}

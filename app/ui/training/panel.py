@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 from app.core.train.spec import DEFAULT_MODEL
 from app.core.train.view import LIVE_STATES, REWARD_PREFIX, read_diagnosis
 from app.ui.kit import DIM_STYLE, splitter
-from app.ui.training import TrainingController
+from app.ui.training.controller import TrainingController
 from widgets.alerts import AlertList
 from widgets.banner import Banner
 from widgets.charts import (
@@ -97,10 +97,7 @@ class TrainingPanel(QWidget):
         self.alerts = AlertList()
         self.alerts.clear(NO_JOB_ALERTS)
         self.alerts.alert_selected.connect(self._on_alert_selected)
-        left = QSplitter(Qt.Orientation.Vertical)
-        left.addWidget(self.table)
-        left.addWidget(self.alerts)
-        left.setSizes([260, 340])
+        left = splitter(Qt.Orientation.Vertical, (self.table, self.alerts), [260, 340])
         left.setChildrenCollapsible(False)
         return left
 

@@ -2,8 +2,8 @@
 running / paused / idle / capturing / training cycle N (42 %) / judging / waits for approval / needs attention), a
 menu (Open, Run a cycle now, Pause / Resume learning, Quit) and notifications for the events a person is told about
 (bus.NOTIFY); for a team member also the team school's line in the tooltip and a notification once per newly
-deployed team student (`team_words.DeployWatch` over the SchoolController's team reader). `Tray` is the shared part;
-its owners: the tray process (`app/ui/tray_app.SessionTray`, what autostart and the window start: it outlives the
+deployed team student (`team/words.DeployWatch` over the SchoolController's team reader). `Tray` is the shared part;
+its owners: the tray process (`app/ui/tray/process.SessionTray`, what autostart and the window start: it outlives the
 window) and, where that cannot run, the window itself (`WindowTray`, whose notifications go to the window's banner
 when the desktop has no system tray)."""
 from __future__ import annotations
@@ -14,9 +14,9 @@ from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
 from app.core.desktop.entries import PNG_DIR
 from app.core.runtime.machinery.bus import Kind
-from app.ui.school import SchoolController
-from app.ui.school_words import notice_text, team_line, tray_state, tray_tooltip
-from app.ui.team_words import DeployWatch
+from app.ui.school.controller import SchoolController
+from app.ui.school.words import notice_text, team_line, tray_state, tray_tooltip
+from app.ui.team.words import DeployWatch
 from widgets.status_icon import badged_icon
 
 STATES = {  # state -> (badge colour, glyph)

@@ -20,10 +20,10 @@ from app.core.base.store import Store
 from app.core.runtime.machinery import lock
 from app.ui import gcguard, refguard
 from app.ui.runtime_link import RuntimeLink, app_command, spawn_daemon, spawn_detached
-from app.ui.school import SchoolController
-from app.ui.team import TeamReader, tray_poll_ms
+from app.ui.school.controller import SchoolController
+from app.ui.team.controller import TeamReader, tray_poll_ms
 from app.ui.theme import apply_dark
-from app.ui.tray import Tray
+from app.ui.tray.icon import Tray
 from app.ui.window_door import knock
 
 HOST_POLL_MS = 2000  # a tray host that appears later (the panel starts after autostart) gets the icon then

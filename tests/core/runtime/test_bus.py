@@ -9,7 +9,7 @@ import pytest
 
 from app.core.runtime.machinery.bus import CYCLE_ENDS, NOTIFY, Bus, Kind
 from app.core.runtime.school.cycles import ENDED
-from app.ui.school_words import notice_text
+from app.ui.school.words import notice_text
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -56,7 +56,7 @@ def test_without_a_window_or_outside_it_the_policy_or_the_default_bounds_it(stor
 
 
 def test_status_and_the_school_tab_say_how_long_the_next_cycle_trains(store):
-    from app.ui.school_words import next_state
+    from app.ui.school.words import next_state
 
     school = School(store)
     school.set_policy("window", "any")
