@@ -12,7 +12,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QDragEnterEvent, QDropEvent, QIcon, QKeySequence
 from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
 
-from app.ui.tabs import TABS, load
+from app.core.base.refs import load
+from app.ui.tabs import TABS
 from widgets.banner import Banner
 
 if TYPE_CHECKING:

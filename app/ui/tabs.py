@@ -1,16 +1,13 @@
 """The one table of the main window's tabs, in their order: title, the window's names for them, panel and controller."""
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import import_module
-from typing import Any
 
 
 @dataclass(frozen=True)
 class Tab:
     """One tab; its folder is app/ui/<key>/. The window holds its panel as `<key>` and its controller as
-    `<key>_controller`. Each `"module:Class"` is imported when the window builds its panels (`load`): `panel` is made
+    `<key>_controller`. Each `"module:Class"` is imported when the window builds its panels (`base/refs.load`): `panel` is made
     over the controller; `controller`, over the store, where the window was given none (None: the tab is shown only
     when given one)."""
 
@@ -35,9 +32,3 @@ TABS: tuple[Tab, ...] = (  # when the window closes, each controller stops as it
         "app.ui.experience.controller:ExperienceController", starts=True),
     Tab("Team", "team", "app.ui.team.panel:TeamPanel", "app.ui.team.controller:TeamController", starts=True),
 )
-
-
-def load(ref: str) -> Callable[..., Any]:
-    """The class a `"module:Class"` names, its module imported now if it was not yet."""
-    module, _, name = ref.partition(":")
-    return getattr(import_module(module), name)

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from importlib import import_module
 from pathlib import Path, PurePath
-from typing import Any
+
+from app.core.base.refs import load  # noqa: F401  (agents.load: a row's "module:function")
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class Agent:
     document: str | None = None
     owner: str | None = None
     companions: str | None = None
-    spills: bool = False  # its parser keeps a huge transcript's big texts in a spill file when given one
+    spills: bool = False  # its parser keeps a huge transcript's records and messages in a spill file when given one
     counts_used: bool = False  # its parser counts the records it used (Session.used): those are the stored lines
     broad: bool = False  # its recognisers are the broadest: asked after every other agent's
 
@@ -68,12 +67,6 @@ AGENTS: dict[str, Agent] = {a.name: a for a in (  # in the order the app lists t
           "app.core.capture.parsers.gemini:detect", "app.core.capture.parsers.gemini:resembles",
           folder="chats", document="app.core.capture.parsers.gemini:document"),
 )}
-
-
-def load(ref: str) -> Callable[..., Any]:
-    """The function a `"module:function"` names, its module imported now if it was not yet."""
-    module, _, name = ref.partition(":")
-    return getattr(import_module(module), name)
 
 
 def named(name: str | None) -> Agent | None:

@@ -1,7 +1,7 @@
 """Training recipes, one per method; `recipe_for(kind)` imports only the one a job needs."""
 from __future__ import annotations
 
-import importlib
+from app.core.base import refs
 
 RECIPES = {
     "sft": "engine.train.recipes.sft:SFTRecipe",
@@ -17,5 +17,4 @@ def recipe_for(kind: str):
     """The recipe class for a job kind; ValueError names the known ones."""
     if kind not in RECIPES:
         raise ValueError(f"unknown recipe {kind!r}; known: {', '.join(RECIPES)}")
-    module, cls = RECIPES[kind].split(":")
-    return getattr(importlib.import_module(module), cls)
+    return refs.load(RECIPES[kind])

@@ -15,10 +15,10 @@ What a remote job cannot do that a local one can (and why):
 """
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
+from app.core.base import refs
 from app.core.train.backends.base import Backend, BackendError
 
 # The one place a backend is added: its name (`--on NAME`, the policy's `train_on`, the `train.backend` setting) ->
@@ -51,8 +51,7 @@ def backend_class(name: str) -> type[Backend] | None:
     entry = BACKENDS.get(name, (None, ""))[0]
     if entry is None:
         return None
-    module, cls = entry.split(":")
-    return getattr(importlib.import_module(module), cls)
+    return refs.load(entry)
 
 
 def check_name(name: str) -> str:
