@@ -3,7 +3,7 @@ same run (with the machine's load), on a generated Claude Code corpus and on the
 to the same size; and the append-to-visible latency of the watcher.
 
     .venv/bin/python -m bench.bench_ingest [--mb 200] [--real-mb 200] [--appends 20] [--fixtures DIR ...]
-        [--big-mb 50,100,200]   # also: one big generated file each, ingested in a fresh process: its peak RSS
+        [--big-mb 200,1000,2000]  # also: one big generated file each, ingested in a fresh process: its peak RSS
         [--stages]              # also: where the ingest's time went (parse, scrub, rows and signals, writes)
         [--floors]              # also: what parsing (orjson, no objects) and the store's writes alone cost
 """
@@ -25,56 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-WORDS = ("the function returns a value when the test passes so we need to check imports in the module first then "
-         "update config path error handler parser token stream fixture database migration").split()
-
-
-def _prose(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n))
-
-
-def _code(rng: random.Random, lines: int) -> str:
-    return "\n".join(f"    {rng.choice(WORDS)}_{i} = {rng.choice(WORDS)}({rng.randint(0, 999)})  # {_prose(rng, 6)}"
-                     for i in range(lines))
-
-
-def session_lines(rng: random.Random, sid: str, turns: int, first_turn: int = 0,
-                  parent: str | None = None) -> list[str]:
-    """A realistic session: requests, split assistant lines (thinking + tool_use), tool results of varied size
-    (first_turn, parent: go on with a session already written, for one big file written in pieces)."""
-    out = []
-    base = {"sessionId": sid, "cwd": "/home/dev/work/project-" + sid[:4], "gitBranch": "main", "version": "2.1.3",
-            "userType": "external", "isSidechain": False}
-    for t in range(first_turn, first_turn + turns):
-        uid = f"{sid}-u{t}"
-        out.append({**base, "type": "user", "uuid": uid, "parentUuid": parent, "timestamp": f"2026-11-{1 + t % 20:02d}T10:00:00.000Z",
-                    "message": {"role": "user", "content": _prose(rng, rng.randint(8, 60))}})
-        parent = uid
-        for k in range(rng.randint(1, 4)):
-            mid, call = f"msg_{sid}_{t}_{k}", f"toolu_{sid}_{t}_{k}"
-            for j, block in enumerate(({"type": "thinking", "thinking": _prose(rng, rng.randint(20, 120))},
-                                       {"type": "tool_use", "id": call, "name": rng.choice(["Read", "Bash", "Edit", "Grep"]),
-                                        "input": {"file_path": f"/home/dev/work/src/{rng.choice(WORDS)}.py",
-                                                  "command": _prose(rng, 5)}})):
-                aid = f"{mid}-{j}"
-                out.append({**base, "type": "assistant", "uuid": aid, "parentUuid": parent, "requestId": f"req_{mid}",
-                            "timestamp": "2026-11-01T10:00:01.000Z",
-                            "message": {"id": mid, "role": "assistant", "model": "claude-sonnet-4-5",
-                                        "content": [block], "usage": {"input_tokens": 900, "output_tokens": 120}}})
-                parent = aid
-            rid = f"{sid}-r{t}-{k}"
-            size = rng.choice([5, 20, 80, 400])
-            out.append({**base, "type": "user", "uuid": rid, "parentUuid": parent, "timestamp": "2026-11-01T10:00:02.000Z",
-                        "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call,
-                                                                 "content": _code(rng, size), "is_error": rng.random() < 0.05}]}})
-            parent = rid
-        aid = f"{sid}-a{t}"
-        out.append({**base, "type": "assistant", "uuid": aid, "parentUuid": parent, "timestamp": "2026-11-01T10:00:03.000Z",
-                    "message": {"id": f"msg_{aid}", "role": "assistant", "model": "claude-sonnet-4-5",
-                                "content": [{"type": "text", "text": _prose(rng, rng.randint(20, 80))}]}})
-        parent = aid
-    return [json.dumps(r) for r in out]
-
+from bench.claude_lines import big_file, session_lines
 
 def generate(root: Path, megabytes: int, seed: int = 7) -> tuple[list[Path], int]:
     rng, files, total, n = random.Random(seed), [], 0, 0
@@ -88,17 +39,6 @@ def generate(root: Path, megabytes: int, seed: int = 7) -> tuple[list[Path], int
         total += len(data.encode())
         n += 1
     return files, total
-
-
-def big_file(path: Path, megabytes: int, seed: int = 11) -> int:
-    """One Claude Code session file of about `megabytes` (written in pieces, one chain); its size in bytes."""
-    rng, sid, turn, parent = random.Random(seed), "0b16f11e-0000-4000-8000-000000000001", 0, None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as fh:
-        while fh.tell() < megabytes * 1024**2:
-            fh.write("\n".join(session_lines(rng, sid, 20, turn, parent)) + "\n")
-            turn, parent = turn + 20, f"{sid}-a{turn + 19}"
-    return path.stat().st_size
 
 
 FIXTURES = [Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / name
@@ -181,9 +121,10 @@ hwm = lambda: int(next(l.split()[1] for l in status.read_text().splitlines() if 
 kib = hwm if status.exists() else lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 statm = Path("/proc/self/statm")  # the resident size now (Linux); elsewhere the peak so far stands in for it
 now = lambda: int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024 if statm.exists() else kib()
-base, started = now(), time.perf_counter()
+base, started, cpu = now(), time.perf_counter(), time.process_time()
 r = ingestor.ingest_many([path], origin="import", final=True)[0]
-print(json.dumps(dict(base_kib=base, peak_kib=kib(), seconds=time.perf_counter() - started, status=r.status,
+print(json.dumps(dict(base_kib=base, peak_kib=kib(), seconds=time.perf_counter() - started,
+                      cpu=time.process_time() - cpu, status=r.status,
                       lines_in=r.lines_in, stored=r.stored, quarantined=r.quarantined, skipped=r.skipped,
                       balanced=r.balanced)))
 """
@@ -200,18 +141,28 @@ def peak_rss(path: Path, db: Path) -> dict:
 
 
 def big_files(tmp: Path, sizes: list[int]) -> None:
-    """Peak RSS of ingesting one generated Claude Code file of each size (MB), each in a fresh process."""
+    """Peak RSS of ingesting one generated Claude Code file of each size (MB), each in a fresh process; the file and
+    its store are deleted before the next (a 2 GB file needs ~4x its size free: the file, the store, the spill)."""
     for mb in sizes:
+        free = shutil.disk_usage(tmp).free
+        if free < 4 * mb * 1024**2:
+            raise SystemExit(f"a {mb} MB file needs about {4 * mb} MB free in {tmp}, which has {free // 1024**2} MB: "
+                             "free some space, or set TMPDIR to a folder on a bigger disk")
         path = tmp / "big" / f"{mb}mb" / "0b16f11e-0000-4000-8000-000000000001.jsonl"
+        started = time.perf_counter()
         size = big_file(path, mb)
-        got = peak_rss(path, tmp / f"big-{mb}.db")
+        made = time.perf_counter() - started
+        db = tmp / f"big-{mb}.db"
+        got = peak_rss(path, db)
         grown = (got["peak_kib"] - got["base_kib"]) / 1024
-        print(f"one file of {size / 1024**2:.0f} MB: peak RSS {got['peak_kib'] / 1024:.0f} MiB (before the ingest "
-              f"{got['base_kib'] / 1024:.0f} MiB, grown {grown:.0f} MiB = {grown / (size / 1024**2):.2f}x the file), "
-              f"{got['seconds']:.1f} s, {got['lines_in']} lines = {got['stored']} stored + {got['quarantined']} "
-              f"quarantined + {got['skipped']} skipped ({'balanced' if got['balanced'] else 'NOT balanced'})"
-              f"   load average {load()}")
+        print(f"one file of {size / 1024**2:.0f} MB (written in {made:.0f} s): peak RSS {got['peak_kib'] / 1024:.0f} "
+              f"MiB (before the ingest {got['base_kib'] / 1024:.0f} MiB, grown {grown:.0f} MiB = "
+              f"{grown / (size / 1024**2):.2f}x the file), {got['seconds']:.1f} s (CPU {got['cpu']:.1f} s), "
+              f"{got['lines_in']} lines = {got['stored']} stored + {got['quarantined']} quarantined + "
+              f"{got['skipped']} skipped ({'balanced' if got['balanced'] else 'NOT balanced'})   load average {load()}")
         shutil.rmtree(path.parent)
+        for leftover in db.parent.glob(f"{db.name}*"):  # the store, its WAL and shared memory
+            leftover.unlink()
 
 
 def latency(tmp: Path, appends: int, lines_before: int) -> list[float]:

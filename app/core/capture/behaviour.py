@@ -31,6 +31,7 @@ _FAST = [re2.compile(re.sub(r"\(\?=\[[a-z]+\]\)", "", p.pattern))
 READ_TOOLS = {"read", "grep", "glob", "ls", "find", "search", "read_file", "list_directory", "search_file_content",
               "view", "cat"}
 MINIMAL, THOROUGH = 2, 8  # reads before the first edit: <= MINIMAL minimal, >= THOROUGH thorough
+TEXT_CHARS = 4 * 1024**2  # assistant text counted at a time
 
 
 @dataclass
@@ -104,20 +105,54 @@ def _is_edit(name: str) -> bool:
     return any(k in low for k in ("edit", "write", "replace", "patch", "apply", "create"))
 
 
-def _calls_and_results(session: Session) -> list[tuple[str, bool]]:
-    """(tool name, errored?) for every call, in order; a call with no result counts as not errored."""
-    names: dict[str, str] = {}
-    order: list[str] = []
-    errored: dict[str, bool] = {}
-    for msg in session.messages:
+class Tally:
+    """signals() taken one message at a time (a huge session's messages are read back from its spill one by one):
+    the assistant text is counted a few MB at a time, joined as _assistant_text joins it (no match spans a join)."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.order: list[str] = []
+        self.errored: set[str] = set()
+        self.texts: list[str] = []
+        self.chars, self.found = 0, [0, 0, 0, 0]
+        self.last: Message | None = None  # the last message that is not a harness's (meta)
+
+    def add(self, msg: Message) -> None:
+        self.last = msg if not msg.meta else self.last
         for part in msg.parts:
             if part.kind == "tool_call":
-                key = part.call_id or f"#{len(order)}"
-                names[key] = part.tool_name or "?"
-                order.append(key)
-            elif part.kind == "tool_result" and part.call_id:
-                errored[part.call_id] = errored.get(part.call_id, False) or part.is_error
-    return [(names[k], errored.get(k, False)) for k in order]
+                key = part.call_id or f"#{len(self.order)}"
+                self.names[key] = part.tool_name or "?"
+                self.order.append(key)
+            elif part.kind == "tool_result" and part.call_id and part.is_error:
+                self.errored.add(part.call_id)
+            if msg.role == "assistant" and part.kind in ("text", "thinking"):
+                self.texts.append(part.text)
+                self.chars += len(part.text)
+                if self.chars >= TEXT_CHARS:
+                    self._count()
+
+    def _count(self) -> None:
+        for k, n in enumerate(counts("\n".join(self.texts))):
+            self.found[k] += n
+        self.texts, self.chars = [], 0
+
+    def signals(self) -> Signals:
+        """Those of the messages added, in order: (tool name, errored?) for every call, a call with no result
+        counting as not errored."""
+        self._count()
+        calls = [(self.names[k], k in self.errored) for k in self.order]
+        sequence = [name for name, _ in calls]
+        first_edit = next((i for i, n in enumerate(sequence) if _is_edit(n)), len(sequence))
+        reads = sum(1 for n in sequence[:first_edit] if _is_read(n))
+        reasoning, constraints, pruning, corrections = self.found
+        return Signals(
+            tool_sequence=sequence, tool_counts=dict(Counter(sequence)),
+            reasoning_markers=reasoning, constraints=constraints, pruning=pruning, self_corrections=corrections,
+            exploration="minimal" if reads <= MINIMAL else "thorough" if reads >= THOROUGH else "moderate",
+            reads_before_first_edit=reads, errors=sum(1 for _, failed in calls if failed),
+            recoveries=_recoveries(calls), outcome=_outcome(self.last, calls),
+        )
 
 
 def _recoveries(calls: list[tuple[str, bool]]) -> int:
@@ -131,8 +166,7 @@ def _recoveries(calls: list[tuple[str, bool]]) -> int:
     return count
 
 
-def _outcome(session: Session, calls: list[tuple[str, bool]]) -> str:
-    last = next((m for m in reversed(session.messages) if not m.meta), None)
+def _outcome(last: Message | None, calls: list[tuple[str, bool]]) -> str:
     if last is None:
         return "abandoned"
     if calls and calls[-1][1] and last.role == "tool":
@@ -144,16 +178,7 @@ def _outcome(session: Session, calls: list[tuple[str, bool]]) -> str:
 
 def signals(session: Session) -> Signals:
     """Compute the signals of the branch that reached the end (abandoned branches are not counted)."""
-    calls = _calls_and_results(session)
-    text = _assistant_text(session.messages)
-    sequence = [name for name, _ in calls]
-    first_edit = next((i for i, n in enumerate(sequence) if _is_edit(n)), len(sequence))
-    reads = sum(1 for n in sequence[:first_edit] if _is_read(n))
-    reasoning, constraints, pruning, corrections = counts(text)
-    return Signals(
-        tool_sequence=sequence, tool_counts=dict(Counter(sequence)),
-        reasoning_markers=reasoning, constraints=constraints, pruning=pruning, self_corrections=corrections,
-        exploration="minimal" if reads <= MINIMAL else "thorough" if reads >= THOROUGH else "moderate",
-        reads_before_first_edit=reads, errors=sum(1 for _, failed in calls if failed),
-        recoveries=_recoveries(calls), outcome=_outcome(session, calls),
-    )
+    tally = Tally()
+    for msg in session.messages:
+        tally.add(msg)
+    return tally.signals()

@@ -68,7 +68,7 @@ def _prepare(main: Path, agent: str, final: bool, key: str) -> tuple[Prepared, d
     """In a worker: the file prepared, its rows made for the id `key`, and the scrubber's counts for it by kind."""
     _scrubber.report.counts.clear()
     ready = prepare(main, agent, final, _config, _scrubber).with_rows(key)
-    if ready.spill is not None:  # grown past SPILL_FILE_BYTES since it was planned: its texts are in the rows now
+    if ready.spill is not None:  # grown past SPILL_FILE_BYTES since it was planned: its messages are in the rows now
         ready.spill.close()
         ready.spill = None
     return ready, dict(_scrubber.report.counts)

@@ -43,7 +43,7 @@ class Prepared:
     counts: dict[Path, FileCounts]
     secrets: int
     native_id: str | None = None  # the agent's own session id, when the file is named by it
-    spill: Spill | None = None  # where a huge transcript's big texts are while it waits to be written
+    spill: Spill | None = None  # where a huge transcript's messages are while it waits to be written
     records: Records | None = None  # its rows, made by a prepare worker for the id `key` (the session then is None)
     key: str = ""
     sent_at: datetime | None = None  # when it was sent to a worker (its files' rows stored since: it is stale)
@@ -88,8 +88,8 @@ class Prepared:
 
 def prepare(main: Path, agent: str, final: bool, config: CaptureConfig, scrubber: Scrubber,
             reading: Reading | None = None, spill_dir: Path | None = None) -> Prepared:
-    """A huge transcript (SPILL_FILE_BYTES and up, sub-agent files included) of an agent whose parser `spills` keeps
-    its big texts in a spill file in `spill_dir` until written: the caller closes the Prepared."""
+    """A huge transcript (SPILL_FILE_BYTES and up) of an agent whose parser `spills` keeps its records, then its
+    messages, in a spill file in `spill_dir` until written: the caller closes the Prepared."""
     row = agents.AGENTS[agent]
     spill = _spill(spill_dir) if row.spills and file_size(main) >= SPILL_FILE_BYTES else None
     try:
@@ -133,16 +133,15 @@ def scrub(scrubber: Scrubber, session: Session, chars: int = SCRUB_CHARS) -> Non
         scrubber.session(session)  # its own fields
     finally:
         session.messages, session.abandoned, session.subagents = branches[0], branches[1:], subagents
-    for branch in branches:
-        start = 0
-        while start < len(branch):
-            end, size = start, 0
-            while end < len(branch) and (end == start or size < chars):
-                size += sum(p.chars for p in branch[end].parts)
-                end += 1
-            piece = Session(session.agent, session.session_id, "", messages=branch[start:end])
-            branch[start:end] = scrubber.session(piece).messages
-            start = end
+    for branch in branches:  # gone through once (a huge session's messages are read back from its spill)
+        start, piece, size = 0, [], 0
+        for end, message in enumerate(branch, 1):
+            piece.append(message)
+            size += sum(p.chars for p in message.parts)
+            if size >= chars or end == len(branch):
+                branch[start:end] = scrubber.session(Session(session.agent, session.session_id, "",
+                                                             messages=piece)).messages
+                start, piece, size = end, [], 0
     for sub in subagents:
         scrub(scrubber, sub, chars)
 

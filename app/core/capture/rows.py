@@ -15,6 +15,7 @@ import hashlib
 import itertools
 import json
 import zlib
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -23,8 +24,8 @@ import lz4.block
 import orjson
 
 from app.core.base.clock import utcnow
-from app.core.capture.behaviour import signals
-from app.core.capture.session import MODELS_SEP, Message, Part, Session
+from app.core.capture.behaviour import Tally
+from app.core.capture.session import MODELS_SEP, Message, Part, Session, acting_model, is_request
 
 TITLE_CHARS = 120
 
@@ -62,24 +63,33 @@ def rekey(sessions: list[dict], messages: list[dict], old: str, new: str) -> tup
 
 
 def _session_row(sid: str, session: Session, parent: str | None) -> dict:
-    sig = signals(session)
-    usage = session.usage()
-    tool_calls = sum(len(m.tool_calls()) for m in session.messages)
+    """The session's row, its messages gone through once (a huge session's are read back from its spill)."""
+    tally, usage, tool_calls, turns, title = Tally(), Counter(), 0, 0, ""
+    models: dict[str, None] = {}  # session.acting_models()
+    for m in session.messages:
+        tally.add(m)
+        usage.update(m.usage)
+        tool_calls += sum(1 for p in m.parts if p.kind == "tool_call")
+        if is_request(m):
+            title = title if turns else " ".join(m.text.split())[:TITLE_CHARS]
+            turns += 1
+        if model := acting_model(m):
+            models.setdefault(model, None)
+    for m in (m for branch in session.abandoned for m in branch):
+        if model := acting_model(m):
+            models.setdefault(model, None)
+    sig = tally.signals()
     return dict(
         id=sid, agent=session.agent, native_id=session.session_id, parent_id=parent, spawned_by=session.spawned_by,
         source_path=session.source_path, project=session.project, cwd=session.cwd, git_branch=session.git_branch,
-        agent_version=session.agent_version, model=session.model, models=_models(session), actor=session.actor,
-        started_at=session.started_at,
+        agent_version=session.agent_version, model=session.model, models=MODELS_SEP.join(models) or None,
+        actor=session.actor, started_at=session.started_at,
         ended_at=session.ended_at, day=_day(session.started_at or session.ended_at),
-        messages=len(session.messages), turns=sum(1 for t in session.turns() if t.request), tool_calls=tool_calls,
+        messages=len(session.messages), turns=turns, tool_calls=tool_calls,
         errors=sig.errors, input_tokens=usage.get("input_tokens", 0), output_tokens=usage.get("output_tokens", 0),
         compactions=session.compactions, abandoned_branches=len(session.abandoned), outcome=sig.outcome,
         exploration=sig.exploration, signals_json=json.dumps(sig.as_dict()), secrets_scrubbed=0,
-        title=_title(session), updated_at=utcnow())
-
-
-def _models(session: Session) -> str | None:
-    return MODELS_SEP.join(session.acting_models()) or None
+        title=title, updated_at=utcnow())
 
 
 def _message_rows(sid: str, session: Session) -> Iterator[dict]:
@@ -154,13 +164,6 @@ def parts_of(row: Any) -> list[Part]:
     # the standard decoder: orjson's turns an integer over 64 bits into a float
     return [Part(d.get("k", "text"), d.get("t", ""), d.get("n"), d.get("i"), d.get("c"), bool(d.get("e")))
             for d in json.loads(_raw(row))]
-
-
-def _title(session: Session) -> str:
-    for m in session.messages:
-        if m.role == "user" and not m.meta and not m.compact_summary and m.text.strip():
-            return " ".join(m.text.split())[:TITLE_CHARS]
-    return ""
 
 
 def _day(stamp: str | None) -> str | None:

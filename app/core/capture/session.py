@@ -23,7 +23,7 @@ class Part:
 
     @property
     def chars(self) -> int:
-        """The text's length (a spilled part knows it without reading the text back)."""
+        """The text's length."""
         return len(self.text)
 
 
@@ -46,6 +46,19 @@ class Message:
 
     def tool_calls(self) -> list[Part]:
         return [p for p in self.parts if p.kind == "tool_call"]
+
+
+def is_request(msg: Message) -> bool:
+    """A genuine user request: the user's own words (not tool results, summaries or meta lines)."""
+    return msg.role == "user" and not msg.compact_summary and not msg.meta and bool(msg.text.strip())
+
+
+def acting_model(msg: Message) -> str | None:
+    """The model an assistant message names as it is stored in sessions.models; None for a placeholder in angle
+    brackets (Claude Code's `<synthetic>` replies)."""
+    if msg.role == "assistant" and msg.model and not msg.model.startswith("<"):
+        return msg.model.replace(MODELS_SEP, " ")
+    return None
 
 
 @dataclass
@@ -85,7 +98,7 @@ class Session:
         """Split the main branch at genuine user requests (not tool results, summaries or meta lines)."""
         turns: list[Turn] = []
         for msg in self.messages:
-            genuine = msg.role == "user" and not msg.compact_summary and not msg.meta and msg.text.strip()
+            genuine = is_request(msg)
             if genuine or not turns:
                 turns.append(Turn(request=msg if genuine else None))
                 if genuine:
@@ -99,8 +112,9 @@ class Session:
         seen: dict[str, None] = {}
         for branch in (self.messages, *self.abandoned):
             for m in branch:
-                if m.role == "assistant" and m.model and not m.model.startswith("<"):
-                    seen.setdefault(m.model.replace(MODELS_SEP, " "), None)
+                model = acting_model(m)
+                if model:
+                    seen.setdefault(model, None)
         return list(seen)
 
     def tool_sequence(self) -> list[str]:

@@ -1,6 +1,7 @@
 """One huge transcript in bounded memory: a generated ~100 MB Claude Code file ingests in a fresh process with its peak
-RSS growing less than the file (4.3x before records were streamed and the scrub went by pieces, 1.4x before its big
-texts waited in a spill file) and its counts balanced; its progress is told in bytes; a rollout read twice and a session scrubbed in pieces read as before."""
+RSS growing by less than a constant (its records wait on disk: 0.7-0.8x the file before, 1.4x before its big texts
+did, 4.3x before records were streamed) and its counts balanced; its progress is told in bytes; a rollout read twice
+and a session scrubbed in pieces read as before."""
 from __future__ import annotations
 
 import copy
@@ -17,11 +18,12 @@ from app.core.capture.parsers.claude import parse_claude_with_subagents
 from app.core.capture.prepare import scrub
 from app.core.capture.session import Message, Part, Session
 from app.core.scrub.scrubber import Scrubber
-from bench.bench_ingest import big_file, peak_rss
+from bench.bench_ingest import peak_rss
+from bench.claude_lines import big_file
 from tests.core.capture.helpers import REAL
 
 REAL2 = REAL.parent / "real-world-2"
-GROWTH_PER_FILE_BYTE = 1.0  # measured 0.83x at 100 MB, 0.71x at 200 MB (2 cores); 1.4x without the spill, 4.3x before
+GROWTH_MIB = 128  # measured +84 MiB for 200 MB, 1 GB and 2 GB alike (bench/README.md "Ingest"); 200 MB: +156 before
 
 
 def test_a_100_mb_file_ingests_in_a_fresh_process_in_bounded_memory(tmp_path):
@@ -30,7 +32,7 @@ def test_a_100_mb_file_ingests_in_a_fresh_process_in_bounded_memory(tmp_path):
     lines = sum(1 for _ in path.open("rb"))
     got = peak_rss(path, tmp_path / "big.db")
     grown_mib, file_mib = (got["peak_kib"] - got["base_kib"]) / 1024, size / 1024**2
-    assert grown_mib < GROWTH_PER_FILE_BYTE * file_mib, (got, file_mib)
+    assert grown_mib < GROWTH_MIB, (got, file_mib)
     assert got["status"] == "ok" and got["balanced"]
     assert (got["lines_in"], got["stored"], got["quarantined"], got["skipped"]) == (lines, lines, 0, 0)
     con = sqlite3.connect(tmp_path / "big.db")

@@ -4,17 +4,20 @@ from __future__ import annotations
 import json
 import os
 import re
+from array import array
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 from app.core.base.lines import Reading, stream_jsonl
 from app.core.capture.parsers.records import ClaudeBlock, ClaudeRecord, claude_line, claude_record, look
+from app.core.capture.parsers.claude_nodes import Held, OnDisk
+from app.core.capture.parsers.claude_tree import Scratch, assemble, sidechain_groups, span
 from app.core.capture.session import Message, Part, Session
 from app.core.capture.spill import Spill
 
 SPAWN_TOOLS = {"Task", "Agent"}  # tool calls that start a sub-agent
-SYNTHETIC_MODEL = "<synthetic>"  # Claude Code's placeholder replies (API errors, interruptions)
 _AGENT_ID_IN_TEXT = re.compile(r"\bagentId: ([\w@.\-]+)")  # newer Task results end with "agentId: <id> ..."
 TYPES = {"user", "assistant", "system", "summary", "file-history-snapshot", "queue-operation", "attachment", "progress",
          "custom-title", "tag"}
@@ -22,20 +25,9 @@ KEYS = ("uuid", "parentUuid", "leafUuid", "messageId", "sessionId")
 
 
 @dataclass
-class _Node:  # a record with a place in the uuid/parentUuid tree; it may carry no message (progress, system...)
-    key: str  # uuid, or "line:<n>" for a message record without one
-    parent: str | None  # parentUuid, or logicalParentUuid across a compaction
-    timestamp: str | None
-    sidechain: bool
-    agent_id: str | None
-    api_id: str | None  # message.id: shared by the lines of one split API response
-    messages: list[Message]
-
-
-@dataclass
 class _Parse:
     session: Session
-    nodes: dict[str, _Node] = field(default_factory=dict)  # in file order
+    nodes: Held | OnDisk  # the records with a place in the uuid/parentUuid tree, numbered in file order
     session_ids: list[str] = field(default_factory=list)
     hints: dict[str, str] = field(default_factory=dict)  # agentId -> call_id of the call that spawned it
 
@@ -43,7 +35,7 @@ class _Parse:
 def parse_claude(path: str | Path, final: bool = False, progress: Reading | None = None,
                  spill: Spill | None = None) -> Session:
     """One session file: the branch that reached the end, abandoned branches, inline sub-agents, balanced counts (a
-    spill: its parts' big texts are kept there as they are read)."""
+    spill: its records wait on disk as they are read, and its sessions' messages are read back from the spill)."""
     return _parse(Path(path), final, progress, spill).session
 
 
@@ -67,18 +59,20 @@ def parse_claude_with_subagents(path: str | Path, final: bool = False, progress:
 
 
 def _parse(path: Path, final: bool = False, progress: Reading | None = None, spill: Spill | None = None) -> _Parse:
-    """Each record becomes a node as it is read (its JSON is not kept), then the chains are resolved."""
+    """Each record becomes a node as it is read (its JSON is not kept), then the chains are resolved; with a spill
+    the nodes wait on disk (claude_nodes.OnDisk) and the session's messages are a SpilledMessages."""
     stream = stream_jsonl(path, final=final, progress=progress, typed=claude_line)
-    state = _Parse(Session(agent="claude-code", session_id=path.stem, source_path=str(path)))
-    for record in stream:
-        held = len(state.nodes)
-        _take(state, record.line, record.data)
-        if spill is not None and len(state.nodes) > held:
-            _spill_last(state, spill)
-    session = state.session
-    session.lines, session.blank, session.end_offset = stream.lines, stream.blank, stream.end_offset
-    session.problems = stream.problems + session.problems  # the reader's first, as they were
-    _finish(state, path)
+    nodes = OnDisk(spill) if spill is not None else Held()
+    state = _Parse(Session(agent="claude-code", session_id=path.stem, source_path=str(path)), nodes)
+    try:
+        for record in stream:
+            _take(state, record.line, record.data)
+        session = state.session
+        session.lines, session.blank, session.end_offset = stream.lines, stream.blank, stream.end_offset
+        session.problems = stream.problems + session.problems  # the reader's first, as they were
+        _finish(state, path)
+    finally:
+        nodes.close()
     return state
 
 
@@ -92,28 +86,29 @@ def _take(state: _Parse, line: int, data: Any) -> None:
         session.problems.append((line, reason))
         return
     kind, message, uuid = data.type, data.message, _str(data.uuid)
-    if uuid in state.nodes:
+    api = _str(message.id) if kind == "assistant" else None  # message.id: shared by the lines of one split response
+    fields = (_parent(data), _str(data.timestamp), data.isSidechain is True, _str(data.agentId), api)
+    if uuid and not state.nodes.claim(uuid, *fields):
         session.skipped["duplicate"] += 1  # the first record with a uuid wins
         return
-    node = _Node(uuid or f"line:{line}", _parent(data), _str(data.timestamp), data.isSidechain is True,
-                 _str(data.agentId), _str(message.id) if kind == "assistant" else None,
-                 _messages(kind, data, line, session))
-    _note(state, data, node)
+    messages = _messages(kind, data, line, session)
+    _note(state, data, messages)
     boundary = kind == "system" and data.subtype == "compact_boundary"
     session.compactions += boundary
     if boundary or kind in ("user", "assistant") or (kind == "summary" and message is not None):
         session.used += 1
     else:
         session.skipped[kind] += 1
-    if uuid or node.messages:  # records with a uuid keep the chain whole even without a message
-        state.nodes[node.key] = node
+    # records with a uuid keep the chain whole even without a message; one without is known by its line
+    if uuid or (messages and state.nodes.claim(f"line:{line}", *fields)):
+        state.nodes.fill(messages, _call_ids(api, messages))
 
 
-def _spill_last(state: _Parse, spill: Spill) -> None:
-    """The big texts of the node just added go to the spill (a dict keeps its order: the last node is the newest)."""
-    node = next(reversed(state.nodes.values()))
-    for message in node.messages:
-        message.parts = [spill.part(p) for p in message.parts]
+def _call_ids(api: str | None, messages: list[Message]) -> tuple[str, ...]:
+    """The call ids a response's line makes, or those a record's tool results answer (claude_tree chains them)."""
+    if api:
+        return tuple(p.call_id for m in messages for p in m.tool_calls() if p.call_id)
+    return tuple(p.call_id for m in messages if m.role == "tool" for p in m.parts if p.call_id)
 
 
 def _unusable(data: Any) -> str | None:
@@ -126,14 +121,14 @@ def _unusable(data: Any) -> str | None:
     return None
 
 
-def _note(state: _Parse, data: ClaudeRecord, node: _Node) -> None:
+def _note(state: _Parse, data: ClaudeRecord, messages: list[Message]) -> None:
     """Session metadata, and agentId -> spawning call_id (from toolUseResult or a progress record)."""
     session, sid = state.session, _str(data.sessionId)
     state.session_ids += [sid] if sid and sid not in state.session_ids else []
     session.cwd = session.cwd or _str(data.cwd)
     session.git_branch = _str(data.gitBranch) or session.git_branch
     session.agent_version = _str(data.version) or session.agent_version
-    calls = [p.call_id for m in node.messages for p in m.parts if p.kind == "tool_result"]
+    calls = [p.call_id for m in messages for p in m.parts if p.kind == "tool_result"]
     if calls and calls[0]:
         agent = _str(look(data.toolUseResult, "agentId"))
         if agent:
@@ -191,124 +186,52 @@ def _block(block: ClaudeBlock, session: Session) -> list[Part]:
 
 
 def _finish(state: _Parse, path: Path) -> None:
-    session, nodes, ids = state.session, list(state.nodes.values()), state.session_ids
-    own, side = [n for n in nodes if not n.sidechain], [n for n in nodes if n.sidechain]
+    session, ids, tree = state.session, state.session_ids, state.nodes.resolve()
+    own = array("i", (i for i in range(tree.n) if not tree.side[i]))
+    group = array("i", [0]) * tree.n  # 0: the session's own; k: the k-th inline sub-agent
     if own:
         session.session_id = path.stem if path.stem in ids else (ids[0] if ids else path.stem)
+        groups = sidechain_groups(tree, (i for i in range(tree.n) if tree.side[i]))
     else:  # a sub-agent's own file: every record is on the sidechain
-        own, side = side, []
-        session.session_id = next((n.agent_id for n in own if n.agent_id), path.stem.removeprefix("agent-"))
+        own, groups = array("i", range(tree.n)), {}
+        session.session_id = tree.session_agent() or path.stem.removeprefix("agent-")
+    for k, nodes in enumerate(groups.values(), 1):
+        for i in nodes:
+            group[i] = k
     session.project = (re.split(r"[\\/]", session.cwd.rstrip("\\/"))[-1] or None) if session.cwd else None
-    session.started_at, session.ended_at = _span(nodes)
-    _assemble(session, own)
-    for key, group in _sidechain_groups(side).items():
+    spans = span(tree, group)
+    if spans:
+        session.started_at = min(low for low, _ in spans.values())
+        session.ended_at = max(high for _, high in spans.values())
+    scratch = Scratch(tree)
+    assemble(session, tree, own, group, 0, scratch)
+    for k, (key, nodes) in enumerate(groups.items(), 1):
         sub = Session(agent="claude-code", session_id=key, source_path=session.source_path, cwd=session.cwd,
                       project=session.project, git_branch=session.git_branch, agent_version=session.agent_version)
-        sub.started_at, sub.ended_at = _span(group)
-        _assemble(sub, group)  # its lines are counted in the parent's lines / used / skipped
+        sub.started_at, sub.ended_at = spans.get(k, (None, None))
+        assemble(sub, tree, nodes, group, k, scratch)  # its lines are counted in the parent's lines / used / skipped
         session.subagents.append(sub)
     _link(session, state.hints)
 
 
-def _assemble(session: Session, nodes: list[_Node]) -> None:
-    """messages = root -> last node that carries a message; every other leaf's own segment -> abandoned."""
-    parents, by_key = _chain_responses(nodes, _resolve_parents(nodes)), {n.key: n for n in nodes}
-    ends = [n for n in nodes if n.messages] or nodes
-    path = _walk(ends[-1].key, parents, set()) if ends else []
-    session.messages = _merge([by_key[k] for k in path])
-    taken, has_child = set(path), set(parents.values())
-    for node in nodes:
-        if node.key not in has_child and node.key not in taken:
-            branch = _walk(node.key, parents, taken)
-            taken.update(branch)
-            messages = _merge([by_key[k] for k in branch])
-            session.abandoned += [messages] if messages else []
-    models = [m.model for m in session.messages if m.model and m.model != SYNTHETIC_MODEL]
-    session.model = models[-1] if models else None
-
-
-def _resolve_parents(nodes: list[_Node]) -> dict[str, str | None]:
-    """The explicit parent when it is in the file; a null or dangling one continues from the node written before."""
-    keys, parents, previous = {n.key for n in nodes}, {}, None
-    for node in nodes:
-        parents[node.key] = (node.parent if node.parent in keys and node.parent != node.key else None) or previous
-        previous = node.key
-    return parents
-
-
-def _chain_responses(nodes: list[_Node], parents: dict[str, str | None]) -> dict[str, str | None]:
-    """One API response as one chain, not a fan of leaves (Claude Code 2.x): it writes each block of a response as
-    its own line (A -> B -> C), parallel tool results each under the line of their call (R_A -> A, R_B -> B), and
-    the next response under the last result written; read as a tree, every other result, and every call after the
-    one whose result came last, would be a dead leaf (an "abandoned branch" that nobody rewound). So a response's
-    lines, the results that answer only its calls, and the next record hanging off any of them follow each other
-    in file order: each is re-hung under the response's latest member (its tail). Only records whose parent is
-    already a member move; a line of another response or a real rewind (a new prompt under an earlier point of the
-    chain, outside any fan) keeps its parent."""
-    member: dict[str, str] = {}  # node key -> api id of the response it belongs to
-    tail: dict[str, str] = {}  # api id -> its latest member
-    calls: dict[str, set[str]] = {}  # api id -> call ids its lines made
-    for node in nodes:
-        group = member.get(parents.get(node.key) or "")
-        if group is not None:
-            parents[node.key] = tail[group]
-        if node.api_id and (group == node.api_id or node.api_id not in tail):  # a line of a response
-            member[node.key], tail[node.api_id] = node.api_id, node.key
-            calls.setdefault(node.api_id, set()).update(
-                p.call_id for m in node.messages for p in m.tool_calls() if p.call_id)
-        elif group is not None and not node.api_id:
-            answers = {p.call_id for m in node.messages if m.role == "tool" for p in m.parts if p.call_id}
-            if answers and answers <= calls[group]:  # its results: the response goes on after them
-                member[node.key], tail[group] = group, node.key
-    return parents
-
-
-def _walk(key: str | None, parents: dict[str, str | None], stop: set[str]) -> list[str]:
-    """Keys from the root (or from below the first key in stop) down to key; safe against cycles."""
-    out: dict[str, None] = {}  # ordered and fast to test
-    while key is not None and key not in stop and key not in out:
-        out[key] = None
-        key = parents.get(key)
-    return list(out)[::-1]
-
-
-def _merge(nodes: list[_Node]) -> list[Message]:
-    """One message per API response: lines sharing message.id join the first, in order; usage from the last."""
-    out: list[Message] = []
-    first: dict[str, Message] = {}
-    for node in nodes:
-        for message in node.messages:
-            api = node.api_id if message.role == "assistant" else None
-            head = first.get(api) if api else None
-            if head is None:
-                out.append(message)
-                first.update({api: message} if api else {})
-                continue
-            head.parts.extend(message.parts)
-            head.usage = message.usage or head.usage
-            head.model = head.model or message.model
-    return [m for m in out if m.parts]
-
-
-def _sidechain_groups(nodes: list[_Node]) -> dict[str, list[_Node]]:
-    """Inline sub-agents (older files): by agentId, else by the root of their own parentUuid tree."""
-    keys = {n.key for n in nodes}
-    parents = {n.key: n.parent if n.parent in keys else None for n in nodes}
-    groups: dict[str, list[_Node]] = {}
-    for node in nodes:
-        groups.setdefault(node.agent_id or _walk(node.key, parents, set())[0], []).append(node)
-    return groups
-
-
 def _link(session: Session, hints: dict[str, str]) -> None:
-    """Set spawned_by on each sub-agent not linked yet (see parse_claude_with_subagents for the order)."""
-    messages = session.messages + [m for b in session.abandoned for m in b]
-    messages += [m for sub in session.subagents for m in sub.messages]
-    calls = {p.call_id: p for m in messages for p in m.tool_calls() if p.tool_name in SPAWN_TOOLS and p.call_id}
-    for part in (p for m in messages for p in m.parts if p.kind == "tool_result" and p.call_id in calls):
-        found = _AGENT_ID_IN_TEXT.search(part.text)
-        if found:
-            hints.setdefault(found.group(1), part.call_id)
+    """Set spawned_by on each sub-agent not linked yet (see parse_claude_with_subagents for the order). One pass
+    over the messages (a huge session's are read back from its spill once), none when every sub-agent is linked."""
+    if all(sub.spawned_by for sub in session.subagents):
+        return  # nothing to link: the hints it would add are added again, in the same order, by a later call
+    calls: dict[str, Part] = {}
+    named: list[tuple[str | None, str]] = []  # (call id, agent id) of each tool result naming an agent, in order
+    for m in chain(session.messages, *session.abandoned, *(sub.messages for sub in session.subagents)):
+        for p in m.parts:
+            if p.kind == "tool_call" and p.tool_name in SPAWN_TOOLS and p.call_id:
+                calls[p.call_id] = p
+            elif p.kind == "tool_result" and "agentId: " in p.text:
+                found = _AGENT_ID_IN_TEXT.search(p.text)
+                if found:
+                    named.append((p.call_id, found.group(1)))
+    for call_id, agent in named:
+        if call_id in calls:
+            hints.setdefault(agent, call_id)
     claimed = {sub.spawned_by for sub in session.subagents if sub.spawned_by}
     for sub in (s for s in session.subagents if not s.spawned_by):
         call_id = hints.get(sub.session_id) or _match(sub, calls, claimed)
@@ -374,12 +297,6 @@ def first_session_id(file: Path) -> str | None:
         except ValueError:
             return None
     return _str(head.get("sessionId")) if isinstance(head, dict) else None
-
-
-def _span(nodes: list[_Node]) -> tuple[str | None, str | None]:
-    """Earliest and latest timestamp: Claude Code writes UTC ISO strings (toISOString), which sort as text."""
-    stamps = [n.timestamp for n in nodes if n.timestamp]
-    return (min(stamps), max(stamps)) if stamps else (None, None)
 
 
 def _parent(data: ClaudeRecord) -> str | None:
