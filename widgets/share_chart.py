@@ -47,7 +47,7 @@ class ShareChart(pg.PlotWidget):
         self.chance_line = self._line(chance, pg.mkPen(WARN, width=1, style=Qt.PenStyle.DashLine),
                                       f"{chance_words} {chance * 100:.0f} %", below=False)
         self.empty, self.notice = empty, PlotNotice(self)
-        self.notice.say(empty)
+        self._say_empty(True)
         self.bars: pg.BarGraphItem | None = None
         self.errors: pg.ErrorBarItem | None = None
         self.values: list[pg.TextItem] = []
@@ -93,7 +93,13 @@ class ShareChart(pg.PlotWidget):
         self.getAxis("bottom").setTicks([[(x, f"{s.label} (n={s.n})") for x, s in zip(xs, shares)], []])
         self.setXRange(-0.6, max(len(shares), 1) - 0.4, padding=0)
         self.setYRange(0, 1, padding=0.02)
-        self.notice.say("" if shares else self.empty)
+        self._say_empty(not shares)
+
+    def _say_empty(self, empty: bool) -> None:
+        """The empty notice, or the lines' words: never both (they overlap in a narrow chart)."""
+        self.notice.say(self.empty if empty else "")
+        for line in (self.goal_line, self.chance_line):
+            line.label.setVisible(not empty)
 
     def heights(self) -> list[float]:
         """The bars' heights as drawn (tests)."""
