@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from app.core.datasets import manifest
 from app.core.datasets.contexts import Context, covers, cut, teacher_contexts
+from app.core.judge.nextaction import RULES_VERSION
 from app.core.judge.report import EvalSettings
 from app.core.judge.rewards import REWARD_VERSION
 from app.core.toolcalls import schemas
@@ -51,10 +52,11 @@ class EvalConfig(BaseModel):
         return self.settings.max_new_tokens
 
     def settings_sha256(self) -> str:
-        """The settings' hash, with the reward's version past the first (rewards.REWARD_VERSION): an evaluation
-        scored by another reward is not reused."""
+        """The settings' hash, with the reward's and the next-action rules' versions past the first
+        (rewards.REWARD_VERSION, nextaction.RULES_VERSION): an evaluation scored by other rules is not reused."""
         reward = f"|reward {REWARD_VERSION}" if REWARD_VERSION > 1 else ""
-        return hashlib.sha256((self.settings.model_dump_json() + reward).encode()).hexdigest()
+        rules = f"|rules {RULES_VERSION}" if RULES_VERSION > 1 else ""
+        return hashlib.sha256((self.settings.model_dump_json() + reward + rules).encode()).hexdigest()
 
 
 @dataclass

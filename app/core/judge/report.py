@@ -131,19 +131,21 @@ class EvalReport(BaseModel):
 def metrics_from(nll_sum: float, tokens: int, judged: Iterable, rewards: list[float]) -> tuple[dict, dict, int, int]:
     """(metrics, outcome counts, calls attempted, calls valid) from the summed token NLL, the judged next actions
     (nextaction.Judged) and the behavioural rewards. Validity = valid / attempted tool-call blocks; a model that never
-    attempted one where the teacher called tools scores 0 (it cannot call tools), with no such case it is None."""
+    attempted one where the teacher called tools scores 0 (it cannot call tools), with no such case (or only calls the
+    answer limit cut, which count for neither side) it is None."""
     judged = list(judged)
     loss = nll_sum / tokens if tokens else None
     outcomes = Counter(j.outcome for j in judged)
     attempted, valid = sum(j.attempted for j in judged), sum(j.valid for j in judged)
     tool_cases = [j for j in judged if j.teacher_tool]
-    same_tool = sum(j.outcome in ("agree", "other_args", "invalid_args") for j in tool_cases)
+    same_tool = sum(j.same_tool for j in tool_cases)
     metrics = {
         "loss": loss,
         "perplexity": math.exp(min(loss, 50.0)) if loss is not None else None,
         "agreement": outcomes["agree"] / len(judged) if judged else None,
         "tool_agreement": same_tool / len(tool_cases) if tool_cases else None,
-        "validity": valid / attempted if attempted else (0.0 if tool_cases else None),
+        "validity": valid / attempted if attempted else (0.0 if tool_cases and not any(j.cut for j in judged)
+                                                         else None),
         "reward": sum(rewards) / len(rewards) if rewards else None,
     }
     return metrics, dict(outcomes), attempted, valid

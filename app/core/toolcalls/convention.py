@@ -83,6 +83,29 @@ def blocks(text: str) -> tuple[list[str], int]:
     return bodies, max(len(bodies), text.count("<tool_call>"), text.count("</tool_call>"))
 
 
+def cut_call(text: str) -> dict | None:
+    """The call an answer ends inside, unclosed (the answer limit cut it): {"name", "arguments"} with only the values
+    that were complete when it was cut (an unfinished string, or the name itself, is left out); None when the answer
+    does not end inside a `<tool_call>`."""
+    from pydantic_core import from_json
+
+    last = text.rfind("<tool_call>")
+    if last < 0 or "</tool_call>" in text[last:]:
+        return None
+    body = text[last + len("<tool_call>"):].strip()
+    try:
+        obj = from_json(body, allow_partial=True) if body else {}
+    except ValueError:  # not even the beginning of a JSON object
+        return {"arguments": {}}
+    if not isinstance(obj, dict):
+        return {"arguments": {}}
+    args = obj.get("arguments", obj.get("parameters"))
+    out = {"arguments": args if isinstance(args, dict) else {}}
+    if isinstance(obj.get("name"), str) and obj["name"].strip():
+        out["name"] = obj["name"].strip()
+    return out
+
+
 def strip_calls(text: str) -> str:
     """The text with every tool-call block (closed, unclosed or a stray closing tag) blanked out."""
     return UNCLOSED_CALL.sub(" ", TOOL_CALL.sub(" ", text)).replace("</tool_call>", " ")

@@ -120,3 +120,50 @@ def test_inferred_schemas_require_what_every_call_had():
     assert set(grep["properties"]) == {"pattern", "path", "limit"}
     assert schemas.problems({"pattern": "c", "limit": 2.5}, grep) == []  # numbers widen
     assert schemas.problems({"limit": 1}, grep) and schemas.problems({"pattern": 1}, grep)
+
+
+def test_a_call_the_answer_limit_cut_is_judged_on_what_it_decided_and_is_not_invalid():
+    """The judge's answer limit cut the student's only call: the finished name and an edit's finished path decide;
+    an unfinished shell command or name decides nothing (cut_call); the cut block is in neither side of validity."""
+    read = teacher("Read", file_path="a.py")
+    cases = {
+        '<tool_call>{"name": "Read", "arguments": {"file_pa': ("agree", True),
+        '<tool_call>{"name": "Bash", "arguments": {"command": "ls': ("other_tool", False),
+        '<tool_call>{"name": "Re': ("cut_call", False),
+        '<tool_call>': ("cut_call", False),
+    }
+    for text, (outcome, same) in cases.items():
+        j = judge(read, text, TOOLS, SCHEMAS, finished=False)
+        assert (j.outcome, j.same_tool, j.attempted, j.valid, j.cut) == (outcome, same, 0, 0, 1), text
+    edit = teacher("Edit", file_path="a.py", old_string="x", new_string="y")
+    same_file = '<tool_call>{"name": "Edit", "arguments": {"file_path": "a.py", "old_string": "def f(x):\\n  re'
+    assert judge(edit, same_file, TOOLS, SCHEMAS, finished=False).outcome == "agree"
+    assert judge(edit, same_file.replace("a.py", "b.py"), TOOLS, SCHEMAS, finished=False).outcome == "other_args"
+    assert judge(edit, '<tool_call>{"name": "Edit", "arguments": {"file_path": "a.p', TOOLS, SCHEMAS,
+                 finished=False).outcome == "cut_call"
+    bash = teacher("Bash", command="pytest -q")
+    assert judge(bash, '<tool_call>{"name": "Bash", "arguments": {"command": "pytest -q"', TOOLS, SCHEMAS,
+                 finished=False).outcome == "cut_call"  # a command is never judged unfinished
+    # a finished call before the cut one decides, and only the finished one counts for validity
+    both = student("Read", file_path="a.py") + '<tool_call>{"name": "Bash", "arguments": {"comm'
+    j = judge(read, both, TOOLS, SCHEMAS, finished=False)
+    assert (j.outcome, j.attempted, j.valid, j.cut) == ("agree", 1, 1, 1)
+    # the same unclosed block in an answer that ended by itself is a call that does not parse
+    j = judge(read, '<tool_call>{"name": "Read", "arguments": {"file_pa', TOOLS, SCHEMAS, finished=True)
+    assert (j.outcome, j.attempted, j.valid) == ("invalid_call", 1, 0)
+    # teacher answered in text: a cut call is still a call where the teacher answered, not an invalid one
+    j = judge({"role": "assistant", "content": "Done."}, '<tool_call>{"name": "Re', TOOLS, SCHEMAS, finished=False)
+    assert (j.outcome, j.attempted, j.cut) == ("unexpected_call", 0, 1)
+
+
+def test_validity_has_no_evidence_when_every_call_was_cut():
+    cut = judge(teacher("Read", file_path="a.py"), '<tool_call>{"name": "Read"', TOOLS, SCHEMAS, finished=False)
+    metrics, outcomes, attempted, valid = metrics_from(nll_sum=1.0, tokens=1, judged=[cut], rewards=[0.5])
+    assert metrics["validity"] is None and metrics["tool_agreement"] == 1.0 and (attempted, valid) == (0, 0)
+    assert outcomes == {"agree": 1}
+
+
+def test_a_cut_todo_list_agrees_by_its_name_as_a_finished_one_does():
+    todo = {"role": "assistant", "content": '<tool_call>{"name": "TodoWrite", "arguments": {"todos": []}}</tool_call>'}
+    cut = '<tool_call>{"name": "TodoWrite", "arguments": {"todos": [{"content": "Add the CSS'
+    assert judge(todo, cut, TOOLS + ["TodoWrite"], None, finished=False).outcome == "agree"
