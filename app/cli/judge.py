@@ -59,7 +59,8 @@ def cmd_eval(args) -> int:
         row, report = evaluate(store, target, evset, _settings(args), view, force=args.force)
         view.close()
         print(f"{target.label} on {report.eval_set}: {report.contexts} next actions, {report.examples} examples "
-              f"({report.tokens} assistant tokens)")
+              f"({report.tokens} assistant tokens)" + (f"; {report.set_aside} held-out context(s) set aside, as "
+                                                       "blind-test pairs were made of them" if report.set_aside else ""))
         print(metric_table([(target.label, report.metrics)]))
         print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(report.outcomes.items())))
         print(f"report: {row.report_path}")

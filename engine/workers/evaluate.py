@@ -233,6 +233,7 @@ def finish(spec: dict, out: Emitter, config, cases: tuple[list, list, dict, list
                         eval_set_sha256=config.eval_set_sha256, examples=len(examples), contexts=len(found),
                         metrics=metrics, outcomes=outcomes, tokens=tokens, calls_attempted=attempted,
                         calls_valid=valid, samples=samples, settings=config.settings, device=device,
+                        set_aside=len(config.set_aside),
                         elapsed_s=round(time.monotonic() - started, 2), **extra)
     return write_outputs(spec, out, report, losses, rows)
 

@@ -104,6 +104,7 @@ class EvalReport(BaseModel):
     prompts_matched: int | None = None  # next-action prompts the GGUF's template renders exactly as training
     reused_contexts: int = 0  # next actions and loss examples taken from an earlier evaluation of the same model
     reused_examples: int = 0  # and settings on the set before it grew (EvalConfig.reuse), not measured again
+    set_aside: int = 0  # held-out contexts no draw took: blind-test pairs were made of them (evalset.set_aside)
 
     @model_validator(mode="before")
     @classmethod

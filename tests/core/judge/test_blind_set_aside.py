@@ -114,6 +114,7 @@ def test_a_blind_pair_leaves_the_judges_and_the_next_blind_draw(store, tiny_mode
     drawn1 = {g["key"] for g in generations(row1)}
     assert drawn1 == set(every) - {k_person.key, k_teacher.key}  # the counts balance: two others drawn instead
     assert report1.contexts == 10 and report1.reused_contexts == len(drawn0 & drawn1) == 8
+    assert report0.set_aside == 0 and report1.set_aside == 2  # the report says what no draw took
     assert {r["session_id"] for r in read_rows(Path(row1.report_path).with_name(LOSSES))} == {"h2", "h3"}
     assert report1.examples == 2  # the examples holding K and K' are no loss examples either
     said = [e.body.message for e in seen if isinstance(e.body, P.Log)]
