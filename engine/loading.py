@@ -111,3 +111,27 @@ def load_for_training(ref: str, models_dir: Path, report: Report = _quiet, quant
         tokenizer.pad_token = tokenizer.eos_token
     report(f"model loaded in {time.monotonic() - started:.1f}s", 1, 1)
     return model, tokenizer, label
+
+
+def is_full_model(folder: str | Path | None) -> bool:
+    """A trained result that is a whole model (a full fine-tune: config.json and weights), not a LoRA adapter."""
+    if not folder:
+        return False
+    path = Path(folder).expanduser()
+    return not (path / "adapter_config.json").is_file() and (path / "config.json").is_file()
+
+
+def load_trained(ref: str, models_dir: Path, adapter: str | Path | None, report: Report = _quiet, trainable=False):
+    """(model, tokenizer, label) of a trained result: a LoRA adapter folder put on the base `ref` (PEFT), or a full
+    fine-tune's folder loaded as the model itself (its tokenizer and template saved with it); the base alone without
+    one. The label is the base's either way."""
+    if is_full_model(adapter):
+        label = resolve(ref, models_dir)[1]
+        model, tokenizer, _ = load_for_training(str(Path(adapter).expanduser().resolve()), models_dir, report)
+        return model, tokenizer, label
+    model, tokenizer, label = load_for_training(ref, models_dir, report)
+    if adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(Path(adapter).expanduser()), is_trainable=trainable)
+    return model, tokenizer, label

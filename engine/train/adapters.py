@@ -62,12 +62,18 @@ def load(spec: JobSpec, report=loading._quiet):
     if problems := method_problems(method):
         raise EngineError(f"{method} cannot run here", why=problems[0], fix="change the job's method to lora")
     quant = _quantization() if method == "qlora" else None
-    model, tokenizer, label = loading.load_for_training(spec.model, Path(spec.models_dir), report, quant)
+    start = spec.init_adapter if loading.is_full_model(spec.init_adapter) else None  # a full fine-tune goes on
+    if start and method != "full":  # an adapter on it would be judged and shipped on the base, without it
+        raise EngineError("a LoRA job cannot continue a fully fine-tuned model",
+                          why=f"{start} is a whole model, and an adapter is always put on the base model",
+                          fix="train it with the full recipe, or start the LoRA job from the base model")
+    model, tokenizer, label = loading.load_for_training(start or spec.model, Path(spec.models_dir), report, quant)
+    label = loading.resolve(spec.model, Path(spec.models_dir))[1] if start else label
     if quant is not None:
         from peft import prepare_model_for_kbit_training
 
         model = prepare_model_for_kbit_training(model)
-    if spec.init_adapter:
+    if spec.init_adapter and not start:
         return _with_adapter(model, spec.init_adapter), tokenizer, label, None
     return model, tokenizer, label, (None if method == "full" else lora_config(spec))
 

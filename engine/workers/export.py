@@ -24,14 +24,12 @@ def merged(config: ExportConfig, models_dir: Path, hf_dir: Path, out: Emitter):
     from engine import loading
 
     out.progress(STAGE_MERGE, 0, 3)
-    model, tok, _ = loading.load_for_training(config.base_model, models_dir,
-                                             lambda msg, step, total: out.emit(P.Log(message=msg)))
+    model, tok, _ = loading.load_trained(config.base_model, models_dir, config.adapter,
+                                         lambda msg, step, total: out.emit(P.Log(message=msg)))
     out.progress(STAGE_MERGE, 1, 3)
-    if config.adapter:
-        from peft import PeftModel
-
+    if config.adapter and not loading.is_full_model(config.adapter):  # a full fine-tune is the model already
         out.emit(P.Log(message=f"merging the adapter {config.adapter} (the adapter itself is kept)"))
-        model = PeftModel.from_pretrained(model, config.adapter, is_trainable=False).merge_and_unload()
+        model = model.merge_and_unload()
     out.progress(STAGE_MERGE, 2, 3)
     _export_template(tok, config)
     model.save_pretrained(hf_dir, safe_serialization=True)
@@ -105,7 +103,10 @@ def run(spec: dict, out: Emitter) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "convert.log"
     llama_tools.converter()  # a missing converter fails before minutes of merging
-    if config.lora and config.adapter:
+    from engine.loading import is_full_model
+
+    lora = config.lora and config.adapter and not is_full_model(config.adapter)  # a full fine-tune has no LoRA file
+    if lora:
         llama_tools.converter("convert_lora_to_gguf.py")
     f16, tok, shared = _f16(config, Path(spec["models_dir"]), folder, log, out)
     out.progress(STAGE_CONVERT, 1, 1)
@@ -124,7 +125,7 @@ def run(spec: dict, out: Emitter) -> int:
     if "f16" not in config.quants and not shared:
         f16.unlink()
     lora_file = None
-    if config.lora and config.adapter:
+    if lora:
         out.progress(STAGE_LORA, 0, 1)
         from engine import loading
 

@@ -84,15 +84,14 @@ def load_student(config: pairs.PairsConfig, models_dir: str | Path, out: Emitter
         out.emit(P.Log(message=msg))
         out.progress("load", step, total)
 
-    model, tokenizer, label = loading.load_for_training(config.base_model, Path(models_dir), report)
-    if config.adapter:
-        from peft import PeftModel
-
+    if config.adapter and not loading.is_full_model(config.adapter):
         adapter = Path(config.adapter).expanduser()
         out.emit(P.Log(message=f"loading the adapter {config.adapter}"))
         if warning := base_mismatch(adapter, loading.resolve(config.base_model, Path(models_dir))[0]):
             out.emit(P.Log(level="warning", message=warning))
-        model = PeftModel.from_pretrained(model, str(adapter), is_trainable=False)
+    elif config.adapter:
+        out.emit(P.Log(message=f"loading the fully fine-tuned model {config.adapter}"))
+    model, tokenizer, label = loading.load_trained(config.base_model, Path(models_dir), config.adapter, report)
     return Student(model, tokenizer, label, config.max_new_tokens)
 
 
