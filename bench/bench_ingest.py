@@ -215,7 +215,8 @@ def compare(label: str, files: list[Path], size: int, root: Path, db: Path, agen
     print(f"  ratio ours / plain: {plain / mine:.2f} (CPU {plain_cpu / mine_cpu:.2f})   load average {load()}")
     print(f"  with {default_workers()} prepare workers (the app's default): {mb / pooled:.1f} MB/s ({pooled:.1f} s, "
           f"{pooled_lines} lines; CPU {pooled_cpu:.1f} s, the workers' included), ratio ours / plain "
-          f"{plain / pooled:.2f}, {mine / pooled:.2f}x one process   load average {load()}")
+          f"{plain / pooled:.2f} (CPU {plain_cpu / pooled_cpu:.2f}), {mine / pooled:.2f}x one process   load average "
+          f"{load()}")
     if by_stage:
         stages(files, agent, mine)
     if by_floor:

@@ -38,9 +38,11 @@ def raw_lines(fh: IO[bytes], digest: Any = None) -> Iterator[Line]:
     """Every line of a binary file from its position; feeds `digest` everything read."""
     limit = MAX_LINE_BYTES
     while raw := fh.readline(limit + 1):
-        _feed(digest, raw)
-        if len(raw) <= limit or raw.endswith(b"\n"):
-            yield Line(raw, len(raw), raw.endswith(b"\n"))
+        if digest is not None:
+            digest.update(raw)
+        ended = raw[-1] == 10  # a newline
+        if ended or len(raw) <= limit:
+            yield Line(raw, len(raw), ended)
             continue
         size, complete = len(raw), False
         while rest := fh.readline(1 << 20):
@@ -88,15 +90,20 @@ def json_problem(exc: Exception) -> str:
 
 def head(path: str | Path, count: int) -> list[Any]:
     """The first `count` non-blank lines, parsed (or BAD), reading no further than MAX_HEAD_BYTES."""
-    out: list[Any] = []
+    return list(first_records(path, count))
+
+
+def first_records(path: str | Path, count: int) -> Iterator[Any]:
+    """head()'s records one at a time: each line read and parsed only when asked for (the file opens on the first)."""
     with Path(path).open("rb") as fh:
+        given = 0
         for line in raw_lines(fh):
             text = None if line.data is None else decode(line.data)
             if text is None or text.strip():
-                out.append(BAD if text is None else loads(text))
-            if len(out) >= count or fh.tell() > MAX_HEAD_BYTES:
+                given += 1
+                yield BAD if text is None else loads(text)
+            if given >= count or fh.tell() > MAX_HEAD_BYTES:
                 break
-    return out
 
 
 # --- transcripts: read on from a byte offset as the agent appends ---------------------------------------------------
@@ -182,24 +189,25 @@ class JsonlStream:
 def _parse_line(out: ReadResult | JsonlStream, line: Line, number: int, offset: int,
                 typed: Typed | None = None) -> Record | None:
     """The line's record, or None (a problem or a blank line, counted in `out`)."""
-    if line.data is None:
+    data = line.data  # its line ending stays on for the fast readers (JSON's whitespace): no copy of the line
+    if data is None:
         out.problems.append((number, too_long(line.size)))
         return None
-    body = line.data.rstrip(b"\r\n")
-    if offset == 0 and body.startswith(b"\xef\xbb\xbf"):
-        body = body[3:]  # a UTF-8 byte-order mark is not part of the first record
-    if not body.strip():
+    if offset == 0 and data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]  # a UTF-8 byte-order mark is not part of the first record
+    if not data or data.isspace():  # nothing but ASCII whitespace (a line ending included)
         out.blank += 1
         return None
     if typed is not None:
         try:
-            return Record(number, offset, typed(body))
+            return Record(number, offset, typed(data))
         except ValueError:  # msgspec's DecodeError and ValidationError, a UnicodeDecodeError: not of the type
             pass
     try:
-        return Record(number, offset, orjson.loads(body))  # ~3x json.loads; strict UTF-8
+        return Record(number, offset, orjson.loads(data))  # ~3x json.loads; strict UTF-8
     except orjson.JSONDecodeError:
         pass  # invalid UTF-8, NaN, huge integers...: the standard parser decides, with its precise message
+    body = data.rstrip(b"\r\n")
     text = body.decode("utf-8", errors="replace")  # invalid UTF-8 becomes U+FFFD, the record is kept
     try:
         return Record(number, offset, json.loads(text))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections import namedtuple
 from contextlib import contextmanager
 from functools import lru_cache
 from operator import itemgetter
@@ -104,6 +105,39 @@ def driver_execute(conn: Any, sql: str, params: tuple | list = ()) -> None:
         cursor.close()
 
 
+def driver_rows(conn: Any, table: Any, keys: tuple[str, ...], where: str, params: tuple | list = ()) -> list[Any]:
+    """SELECT columns of a Core table on the driver's own cursor, in the Connection's transaction (what driver_execute
+    is to a write): `where` (and an ORDER BY after it) written with `{}` for each placeholder; each row a named tuple
+    of the values SQLAlchemy would read (a DateTime on SQLite: a datetime). A scan reads several per session."""
+    quote = conn.dialect.identifier_preparer.quote
+    sql = f"SELECT {', '.join(map(quote, keys))} FROM {quote(table.name)} WHERE {where}"
+    cursor = conn.connection.driver_connection.cursor()
+    try:
+        cursor.execute(sql.format(*[MARKS[conn.dialect.paramstyle]] * sql.count("{}")), params)
+        got = cursor.fetchall()
+        kinds = tuple(d[1] for d in cursor.description)  # the driver's type codes (None on SQLite)
+    finally:
+        cursor.close()
+    processors, row = _read_columns(conn.dialect, table, keys, kinds)
+    if any(processors):
+        return [row._make(v if f is None or v is None else f(v) for f, v in zip(processors, r)) for r in got]
+    return [row._make(r) for r in got]
+
+
+def marks(n: int) -> str:
+    """`{}` placeholders for an IN list of n values (driver_rows and driver_execute fill them)."""
+    return ", ".join(["{}"] * n)
+
+
+@lru_cache(maxsize=256)
+def _read_columns(dialect: Any, table: Any, keys: tuple[str, ...], kinds: tuple) -> tuple[list[Any], Any]:
+    """Each column's result processor for the dialect and the driver's type code (as SQLAlchemy's own results make
+    them), and a named tuple type for the rows."""
+    processors = [table.c[key].type.dialect_impl(dialect).result_processor(dialect, kind)
+                  for key, kind in zip(keys, kinds)]
+    return processors, namedtuple(f"{table.name}_row", keys)
+
+
 @lru_cache(maxsize=256)
 def _columns(dialect: Any, table: Any, keys: tuple[str, ...]) -> tuple[list[str], list[Any]]:
     """The quoted names of a table's columns, and each one's bind processor for the dialect (None: the value goes as
@@ -115,28 +149,31 @@ def _columns(dialect: Any, table: Any, keys: tuple[str, ...]) -> tuple[list[str]
     return [quote(k) for k in keys], processors
 
 
-def _values(dialect: Any, table: Any, keys: tuple[str, ...], rows: list[dict[str, Any]]) -> list[tuple]:
+def _values(dialect: Any, table: Any, keys: tuple[str, ...], rows: list[dict[str, Any]] | list[tuple],
+            given: bool = False) -> list[tuple]:
+    """Each row's values in the order of `keys` (`given`: the rows are tuples in that order already)."""
     get, processors = itemgetter(*keys), _columns(dialect, table, keys)[1]
-    values = [get(row) for row in rows] if len(keys) > 1 else [(row[keys[0]],) for row in rows]
+    values = rows if given else [get(row) for row in rows] if len(keys) > 1 else [(row[keys[0]],) for row in rows]
     if any(processors):  # a DateTime on SQLite: the text SQLAlchemy would write
         values = [tuple(v if f is None or v is None else f(v) for f, v in zip(processors, row)) for row in values]
     return values
 
 
-def insert_many(conn: Any, table: Any, rows: list[dict[str, Any]], returning: str | None = None) -> Any:
-    """INSERT rows (dicts with the same keys) into a Core table with one executemany on the driver's own cursor, in
-    the Connection's transaction, without `conn.execute(insert(table), rows)` building each row's parameters in Python
-    (the real fixtures' 6 211 message rows: 0.10 s instead of 0.12-0.13 s; bench/README.md "Ingest"). A column whose
-    type the dialect processes (SQLite's DateTime) gets the value SQLAlchemy would write. `returning`: one row, and
-    that column of it back (a new row's id)."""
+def insert_many(conn: Any, table: Any, rows: list[dict[str, Any]] | list[tuple], returning: str | None = None,
+                keys: tuple[str, ...] | None = None) -> Any:
+    """INSERT rows (dicts with the same keys; or tuples of the columns named by `keys`) into a Core table with one
+    executemany on the driver's own cursor, in the Connection's transaction, without `conn.execute(insert(table),
+    rows)` building each row's parameters in Python (the real fixtures' 6 211 message rows: 0.10 s instead of
+    0.12-0.13 s; bench/README.md "Ingest"). A column whose type the dialect processes (SQLite's DateTime) gets the
+    value SQLAlchemy would write. `returning`: one row, and that column of it back (a new row's id)."""
     if not rows:
         return None
-    keys = tuple(rows[0])
+    given, keys = keys is not None, keys or tuple(rows[0])
     names, _ = _columns(conn.dialect, table, keys)
     mark = MARKS[conn.dialect.paramstyle]
     quote = conn.dialect.identifier_preparer.quote
     sql = f"INSERT INTO {quote(table.name)} ({', '.join(names)}) VALUES ({', '.join([mark] * len(keys))})"
-    values = _values(conn.dialect, table, keys, rows)
+    values = _values(conn.dialect, table, keys, rows, given)
     cursor = conn.connection.driver_connection.cursor()
     try:
         if returning is None:

@@ -12,16 +12,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy import func, select, update
-
-from app.core.base import paths, settings
+from app.core.base import paths
 from app.core.base.errors import Explained
 from app.core.base.files import atomic_write
-from app.core.base.schema import AgentSession
-from app.core.base.store import Store
 from app.core.capture.session import MODELS_SEP, Session
 from app.core.capture.sources import CaptureConfig
+
+if TYPE_CHECKING:
+    from app.core.base.store import Store
 
 TEACHER, STUDENT, MIXED = "teacher", "student", "mixed"
 SERVED_MODEL = "nightschool"  # the one name the served student answers to (/v1/models; ship/serving re-exports it)
@@ -118,6 +118,11 @@ def classified(store: Store, names: Students) -> int:
     a connected tool; the first time after migration 0017): one pass over the distinct `models` values, not over the
     sessions. A session whose verdict changes counts as stored again (its updated_at moves: builds and counts read it
     anew). Returns how many changed."""
+    from sqlalchemy import select, update  # here, as in counts: a prepare worker marks sessions without the store
+
+    from app.core.base import settings
+    from app.core.base.schema import AgentSession
+
     if settings.get(store, CLASSIFIED) == names.key:
         return 0
     changed = 0
@@ -137,6 +142,10 @@ def classified(store: Store, names: Students) -> int:
 
 def counts(store: Store, names: Students | None = None) -> dict[str, int]:
     """Top-level sessions by who acted ({teacher, student, mixed}); `names`: brought up to date with them first."""
+    from sqlalchemy import func, select
+
+    from app.core.base.schema import AgentSession
+
     if names is not None:
         classified(store, names)
     with store.session() as db:

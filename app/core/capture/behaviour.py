@@ -5,7 +5,7 @@ from __future__ import annotations
 import codecs
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import re2
 
@@ -49,7 +49,11 @@ class Signals:
     outcome: str = "finished"  # finished | abandoned | errored
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """asdict's, without its deep copy's cost (a session row's signals_json): the list and dict are copied, what
+        they hold are strings and integers."""
+        out = dict(self.__dict__)  # the fields, in their order (__init__ sets them so)
+        out["tool_sequence"], out["tool_counts"] = list(self.tool_sequence), dict(self.tool_counts)
+        return out
 
 
 def _assistant_text(messages: list[Message]) -> str:
@@ -67,18 +71,24 @@ def _stand_in(char: str) -> str:
     return "_" if char.isalnum() else " " if char.isspace() else "#"
 
 
-_STAND_INS: dict[str, str] = {}
+_STAND_INS: dict[str, str] = {}  # by character, and by a short run of them (a dash, a quote, an accented letter...)
+RUNS, RUN_CHARS = 50_000, 8  # runs kept: at most so many, each so long
 
 
 def _replace(error: UnicodeEncodeError) -> tuple[str, int]:
     run = error.object[error.start:error.end]
-    out = []
-    for char in run:
-        ascii_ = _STAND_INS.get(char)
-        if ascii_ is None:
-            ascii_ = _STAND_INS[char] = _stand_in(char)
-        out.append(ascii_)
-    return "".join(out), error.end
+    ascii_ = _STAND_INS.get(run)
+    if ascii_ is None:
+        out = []
+        for char in run:
+            one = _STAND_INS.get(char)
+            if one is None:
+                one = _STAND_INS[char] = _stand_in(char)
+            out.append(one)
+        ascii_ = "".join(out)
+        if len(run) <= RUN_CHARS and len(_STAND_INS) < RUNS:
+            _STAND_INS[run] = ascii_
+    return ascii_, error.end
 
 
 codecs.register_error("nightschool-signals", _replace)
@@ -118,19 +128,28 @@ class Tally:
         self.last: Message | None = None  # the last message that is not a harness's (meta)
 
     def add(self, msg: Message) -> None:
-        self.last = msg if not msg.meta else self.last
+        if not msg.meta:
+            self.last = msg
+        assistant = msg.role == "assistant"
         for part in msg.parts:
-            if part.kind == "tool_call":
+            kind = part.kind
+            if kind == "tool_call":
                 key = part.call_id or f"#{len(self.order)}"
                 self.names[key] = part.tool_name or "?"
                 self.order.append(key)
-            elif part.kind == "tool_result" and part.call_id and part.is_error:
-                self.errored.add(part.call_id)
-            if msg.role == "assistant" and part.kind in ("text", "thinking"):
+            elif kind == "tool_result":
+                if part.call_id and part.is_error:
+                    self.errored.add(part.call_id)
+            elif assistant and (kind == "text" or kind == "thinking"):
                 self.texts.append(part.text)
                 self.chars += len(part.text)
                 if self.chars >= TEXT_CHARS:
                     self._count()
+
+    @property
+    def calls(self) -> int:
+        """The tool calls of the messages added."""
+        return len(self.order)
 
     def _count(self) -> None:
         for k, n in enumerate(counts("\n".join(self.texts))):

@@ -12,11 +12,12 @@ from sqlalchemy import and_, delete, exists, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.core.base import settings
-from app.core.base.schema import AgentSession, CaptureCount, MessageRow, SessionCount, ToolCount
+from app.core.base.schema import AgentSession, CaptureCount, MessageRow, SessionCount, Setting, ToolCount
 from app.core.base.store import Store
 
 BATCH = 500
 COUNTS = "capture.counts_indexed"  # settings key: the newest session time session_counts has seen
+TOTALS = "capture.counted_totals"  # settings key: [top-level, sub-agent] sessions in capture_counts, kept with it
 KEY = (CaptureCount.root, CaptureCount.day, CaptureCount.agent, CaptureCount.project)
 
 
@@ -75,8 +76,41 @@ def _count(db, ids: list[str]) -> None:
     _apply(db, [(r, -1) for r in old] + [(r, 1) for r in new])
 
 
+def stored(store: Store) -> tuple[int, int]:
+    """(top-level sessions, sub-agent sessions) stored, brought up to date first: two kept numbers, whatever the
+    number of sessions or of days they were stored on."""
+    counted(store)
+    with store.session() as db:
+        return _totals(db)
+
+
+def _totals(db) -> tuple[int, int]:
+    """The kept totals; summed from capture_counts where none are kept yet (a store no look has counted since)."""
+    row = db.get(Setting, TOTALS)
+    return tuple(json.loads(row.value)) if row else _summed(db)
+
+
+def _summed(db) -> tuple[int, int]:
+    sums = select(CaptureCount.root, func.sum(CaptureCount.sessions)).group_by(CaptureCount.root)
+    rows = dict(db.execute(sums).all())
+    return int(rows.get(1) or 0), int(rows.get(0) or 0)
+
+
+def _keep_totals(db, shift: tuple[int, int] | None) -> None:
+    """Move the kept totals by shift in the ledger's transaction (the row locked first on PostgreSQL: a reader beside
+    this one waits, it does not lose an update); None, or none kept yet: summed again from capture_counts."""
+    row = db.execute(select(Setting).where(Setting.key == TOTALS).with_for_update()).scalar_one_or_none()
+    if row is not None and shift is not None:
+        roots, subs = json.loads(row.value)
+        row.value = json.dumps([roots + shift[0], subs + shift[1]])
+    elif row is not None:
+        row.value = json.dumps(_summed(db))
+    else:
+        db.add(Setting(key=TOTALS, value=json.dumps(_summed(db))))
+
+
 def _apply(db, shares: Iterable[tuple[Mapping, int]]) -> None:
-    """Add (+1) or take back (-1) each ledger row's share of capture_counts and tool_counts."""
+    """Add (+1) or take back (-1) each ledger row's share of capture_counts and tool_counts (and of the totals)."""
     keys: dict[tuple, list[int]] = {}
     tools: Counter = Counter()
     for row, sign in shares:
@@ -97,6 +131,9 @@ def _apply(db, shares: Iterable[tuple[Mapping, int]]) -> None:
                                                    messages=m, message_rows=r))
         if n < 0:
             db.execute(delete(CaptureCount).where(where, CaptureCount.sessions <= 0))
+    shift = (sum(d[0] for key, d in keys.items() if key[0]), sum(d[0] for key, d in keys.items() if not key[0]))
+    if any(shift) or db.get(Setting, TOTALS) is None:
+        _keep_totals(db, shift)
     for tool, n in tools.items():
         if not n:
             continue
@@ -110,15 +147,15 @@ def _reconcile(store: Store) -> None:
     """Sessions deleted (a withdrawal, a sub-agent a session stored again no longer has) or stored without passing
     the watermark: noticed by the count (one index scan), put right by one pass over the ledger (rare)."""
     with store.session() as db:
-        counted = db.scalar(select(func.coalesce(func.sum(CaptureCount.sessions), 0)))
-        stored = db.scalar(select(func.count()).select_from(AgentSession))
-        if counted == stored:
+        if sum(_totals(db)) == db.scalar(select(func.count()).select_from(AgentSession)):
             return
         gone = db.scalars(select(SessionCount.session_id).where(
             ~exists().where(AgentSession.id == SessionCount.session_id))).all()
         missed = db.scalars(select(AgentSession.id).where(
             ~exists().where(SessionCount.session_id == AgentSession.id))).all()
     _in_batches(store, [*gone, *missed], _count)
+    with store.session() as db:  # the totals from the rows again: what put the count off may have put them off too
+        _keep_totals(db, None)
 
 
 def _tool_counts(raw: str | None) -> Iterable[tuple[str, int]]:

@@ -1,6 +1,7 @@
 """Which agent wrote a transcript file, told from its first records by the recognisers of capture/agents.py."""
 from __future__ import annotations
 
+from itertools import chain
 from pathlib import Path
 
 from app.core.base import lines
@@ -11,19 +12,23 @@ MAX_DOCUMENT_BYTES = 256 * 1024**2  # a single-document file larger than this is
 
 
 def detect_format(path: str | Path) -> str | None:
-    """The name of the agent whose transcript this is; None for anything else (a format we cannot read yet)."""
+    """The name of the agent whose transcript this is; None for anything else (a format we cannot read yet). The
+    records are read one at a time, up to SNIFF_RECORDS: nearly every transcript says so on its first line."""
+    records = lines.first_records(path, SNIFF_RECORDS)
     try:
-        head = lines.head(path, SNIFF_RECORDS)
+        first = next(records, None)
+        if first is lines.BAD:  # maybe one pretty-printed JSON document
+            found = _document_format(Path(path))
+            if found:
+                return found
+        for record in chain([first], records):
+            found = agents.detected(record) if isinstance(record, dict) else None
+            if found:
+                return found
     except OSError:
         return None
-    if head and head[0] is lines.BAD:  # maybe one pretty-printed JSON document
-        found = _document_format(Path(path))
-        if found:
-            return found
-    for record in (r for r in head if isinstance(r, dict)):
-        found = agents.detected(record)
-        if found:
-            return found
+    finally:
+        records.close()
     return None
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path, PurePath
 
-from sqlalchemy import select
-
 from app.core.base.schema import AgentSession, CaptureFile
+from app.core.base.store import driver_rows, marks
 from app.core.capture import agents
 from app.core.capture.prepare import FileCounts, own_id
 
@@ -27,10 +26,10 @@ def session_id_for(conn, agent: str, main: Path, native: str | None, row) -> str
     session id, named by its file too), else a new key."""
     if row is not None and row.session_id:
         return row.session_id
-    if native:
-        for sid, source in conn.execute(select(AgentSession.id, AgentSession.source_path).where(
-                AgentSession.agent == agent, AgentSession.native_id == native,
-                AgentSession.parent_id.is_(None)).order_by(AgentSession.id)):
+    if native:  # on the driver (store.driver_rows): a scan asks this of every new session
+        for sid, source in driver_rows(conn, AgentSession.__table__, ("id", "source_path"),
+                                       "agent = {} AND native_id = {} AND parent_id IS NULL ORDER BY id",
+                                       (agent, native)):
             if own_id(PurePath(source), native):
                 return sid
     return session_key(agent, main)
@@ -40,8 +39,9 @@ def release_copies(conn, sid: str, counts: dict[Path, FileCounts]) -> int:
     """Other files held as this session (a copy being replaced by a fuller one): their stored lines become skipped;
     how many."""
     table = CaptureFile.__table__
-    others = conn.execute(select(table.c.id, table.c.stored).where(
-        table.c.session_id == sid, table.c.stored > 0, table.c.path.not_in([str(f) for f in counts]))).all()
+    others = driver_rows(conn, table, ("id", "stored"),
+                         f"session_id = {{}} AND stored > 0 AND path NOT IN ({marks(len(counts))})",
+                         (sid, *[str(f) for f in counts]))
     for row_id, stored in others:
         conn.execute(table.update().where(table.c.id == row_id).values(  # not an ingest of it: its time stays
             stored=0, skipped=table.c.skipped + stored, updated_at=table.c.updated_at))

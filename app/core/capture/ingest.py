@@ -27,13 +27,13 @@ from sqlalchemy import insert, select
 from app.core.base.clock import as_utc
 from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, QuarantineRow, utcnow
 from app.core.base.lines import Reading, line_excerpts
-from app.core.base.store import Store, driver_execute, insert_many, update_row
-from app.core.capture import agents
+from app.core.base.store import Store, driver_execute, driver_rows, insert_many, marks, update_row
+from app.core.capture import agents, rows
 from app.core.capture.batch import Batch, Sent, reads
 from app.core.capture.detect import detect_format
 from app.core.capture.identity import changed, owner, real_path, release_copies, session_id_for, session_key
 from app.core.capture.pool import PreparePool, default_workers
-from app.core.capture.prepare import FileCounts, Prepared, file_size, prepare
+from app.core.capture.prepare import FileCounts, Prepared, delta, file_size, prepare
 from app.core.capture.sources import CaptureConfig
 from app.core.capture.spill import SPILL_FILE_BYTES
 from app.core.scrub.scrubber import Scrubber
@@ -44,6 +44,7 @@ BATCH_FILES = 100  # ingest_many writes the sessions of up to this many files in
 BATCH_BYTES = 16 * 1024**2  # ...or fewer, once they read this many bytes (a bound on what a batch holds)
 INSERT_ROWS = 2000  # message rows per executemany
 COPY = "a copy of a session already stored from a fuller file: its lines are counted as skipped"
+FILE_COLUMNS = tuple(c.name for c in CaptureFile.__table__.columns)
 
 
 @dataclass
@@ -72,7 +73,7 @@ class Ingestor:
 
     batch_files, batch_bytes = BATCH_FILES, BATCH_BYTES  # ingest_many's transactions (an instance may set others)
     workers: int  # ingest_many's prepare workers (1: none; the capture settings' `workers`, else one per core)...
-    parallel_bytes: int | None = BATCH_BYTES  # ...started once a scan has read this much (None: never)
+    parallel_bytes: int | None = BATCH_BYTES  # ...started once a scan knows it reads this much (None: never)
 
     def __init__(self, store: Store, config: CaptureConfig | None = None, scrubber: Scrubber | None = None,
                  reading: Reading | None = None) -> None:
@@ -94,28 +95,25 @@ class Ingestor:
                     progress: Callable[[int, int, Path], None] | None = None) -> list[IngestResult | None]:
         """ingest() for many files (scans, imports), with progress: the sessions of up to BATCH_FILES files (or
         BATCH_BYTES read) are written in one transaction; a session is read once even when several of its files are
-        listed. When a batch's transaction fails, each of its files is written alone, as ingest() would. Once more
-        than `parallel_bytes` were read, the rest is prepared by `workers` processes (`capture.pool`) while this
-        one writes."""
+        listed. When a batch's transaction fails, each of its files is written alone, as ingest() would. When more
+        than `parallel_bytes` are to be read, all but the first batch are prepared by `workers` processes
+        (`capture.pool`) while this one writes."""
         files = [real_path(p) for p in paths]
         out: list[IngestResult | None] = [None] * len(files)
         mains: set[Path] = set()
-        start, read = 0, 0
-        pool: PreparePool | bool | None = None  # None: not started yet; False: not to be (or it could not start)
+        start, pool = 0, None  # pool None: not decided yet; False: none in this scan (or they could not start)
         planned: deque[Batch] = deque()
         try:
             while start < len(files) or planned:
-                pool = self._pool(read, start < len(files)) if pool is None else pool
                 with self._lock:  # held for one batch: the watcher's ingest() waits at most that long
-                    if not planned:
-                        planned.append(self._plan_batch(files, start, origin, final, mains, pool or None))
-                        start, read = planned[-1].end, read + planned[-1].size
+                    if pool is None:
+                        start, pool = self._ahead(files, start, origin, final, mains, planned)
+                    elif not planned:
+                        start = self._plan_batch(files, start, origin, final, mains, pool or None, planned)
                     current = planned.popleft()
                     try:  # the workers read the next batch while this one is written
-                        pool = self._pool(read, start < len(files)) if pool is None else pool
-                        if pool and start < len(files):
-                            planned.append(self._plan_batch(files, start, origin, final, mains, pool))
-                            start, read = planned[-1].end, read + planned[-1].size
+                        if pool and start < len(files) and not planned:
+                            start = self._plan_batch(files, start, origin, final, mains, pool, planned)
                     finally:  # written also when planning the next one failed: nothing already read is lost
                         self._finish_batch(current, origin, out, progress, len(files))
         finally:
@@ -125,24 +123,35 @@ class Ingestor:
                 pool.close()
         return out
 
-    def _pool(self, read: int, more: bool) -> PreparePool | None | bool:
-        """Workers, started (and warming up) once `parallel_bytes` were read with files left, where they can prepare
-        as this process would: more than one, and the scrubber the one they make. None: not yet; False: not in this
-        scan (none wanted, or they could not start: it goes on in this process)."""
-        if self.parallel_bytes is None or self.workers < 2 or type(self.scrubber) is not Scrubber:
-            return False
-        if not more or read < self.parallel_bytes:
-            return None
+    def _ahead(self, files: list[Path], start: int, origin: str, final: bool | None, mains: set[Path],
+               planned: deque[Batch]) -> tuple[int, PreparePool | bool]:
+        """The scan's first batches planned (nothing read yet) until more than `parallel_bytes` are known to be read,
+        then workers started (warming up while this process prepares the first batch; `parallel_bytes` 0: that one
+        too is theirs) and sent the others; where they can prepare as this process would: more than one, and the
+        scrubber the one they make. False: none in this scan (none wanted, too little to read, or they could not
+        start: it goes on in this process)."""
+        wanted, size = self.parallel_bytes is not None and self.workers > 1 and type(self.scrubber) is Scrubber, 0
+        while start < len(files) and (not planned or (wanted and size < self.parallel_bytes)):
+            start = self._plan_batch(files, start, origin, final, mains, None, planned)
+            size += planned[-1].size
+        keep = 1 if self.parallel_bytes else 0  # batches prepared here
+        if not wanted or size < self.parallel_bytes or (start >= len(files) and len(planned) <= keep):
+            return start, False
         pool = PreparePool(self.workers, self.config, self.scrubber.home)
         try:
-            return pool.warm()
+            pool.warm()
         except Exception:  # noqa: BLE001 - no process to be had (out of memory, of file handles): done here
             pool.close()
-            return False
+            return start, False
+        for batch in list(planned)[keep:]:
+            batch.jobs = [(i, path, self._send(pool, item) if isinstance(item, tuple) else item)
+                          for i, path, item in batch.jobs]
+        return start, pool
 
     def _plan_batch(self, files: list[Path], start: int, origin: str, final: bool | None, mains: set[Path],
-                    pool: PreparePool | None) -> Batch:
-        """Plan files from `start` until the batch is full, sending each to the pool, if any."""
+                    pool: PreparePool | None, planned: deque[Batch]) -> int:
+        """Plan files from `start` until the batch is full, sending each to the pool, if any; the batch is added to
+        `planned`, the index of the next batch's first file returned."""
         chunk = files[start:start + self.batch_files]
         known = self._file_rows(chunk)
         batch = Batch(jobs=[], end=start + len(chunk))
@@ -153,12 +162,13 @@ class Ingestor:
                 mains.add(plan[0])
                 size = 0 if seen else reads(plan[0], plan[1])
                 batch.size += size
-                plan = None if seen else self._send(pool, plan)
+                plan = None if seen else self._send(pool, plan) if pool else plan
             batch.jobs.append((index, path, plan))
             if batch.size >= self.batch_bytes:
                 batch.end = index + 1
                 break
-        return batch
+        planned.append(batch)
+        return batch.end
 
     def _finish_batch(self, batch: Batch, origin: str, out: list[IngestResult | None],
                       progress: Callable[[int, int, Path], None] | None, total: int) -> None:
@@ -293,13 +303,13 @@ class Ingestor:
         kept = ready.kept
         result = IngestResult(main, agent, origin, status="ok" if kept else "excluded",
                               message="" if kept else "kept out by a project rule")
-        previous = {r.path: r for r in conn.execute(
-            select(CaptureFile.__table__).where(CaptureFile.path.in_([str(f) for f in counts])))}
+        previous = {r.path: r for r in driver_rows(  # on the driver (store.driver_rows), as the writes below
+            conn, CaptureFile.__table__, FILE_COLUMNS, f"path IN ({marks(len(counts))})", [str(f) for f in counts])}
         if ready.sent_at is not None and any(as_utc(r.updated_at) >= ready.sent_at for r in previous.values()):
             return None  # stored meanwhile by another ingest (the watcher's, another process'): what it read stands
         sid = session_id_for(conn, agent, main, ready.native_id, previous.get(str(main)))
-        held = conn.execute(select(AgentSession.source_path, AgentSession.messages).where(
-            AgentSession.id == sid)).first()
+        held = next(iter(driver_rows(conn, AgentSession.__table__, ("source_path", "messages"), "id = {}", (sid,))),
+                    None)
         moved = 0
         source, messages = ready.head() if kept else (None, 0)
         if kept and held is not None and held.source_path != source \
@@ -313,9 +323,9 @@ class Ingestor:
             sessions[0]["secrets_scrubbed"] = secrets
             insert_many(conn, AgentSession.__table__, sessions)
             while chunk := list(itertools.islice(messages, INSERT_ROWS)):  # a huge session's rows: a chunk at a time
-                insert_many(conn, MessageRow.__table__, chunk)
+                insert_many(conn, MessageRow.__table__, chunk, keys=rows.MESSAGE_COLUMNS)
             result.sessions = [s["id"] for s in sessions]
-        deltas = {f: _delta(c, previous.get(str(f)), not kept) for f, c in counts.items()}
+        deltas = {f: delta(c, previous.get(str(f)), not kept) for f, c in counts.items()}
         for name in ("lines_in", "stored", "quarantined", "skipped"):
             setattr(result, name, sum(getattr(d, name) for d in deltas.values()))
         if moved:  # the copy this file replaced: its stored lines are skipped now
@@ -334,7 +344,7 @@ class Ingestor:
         if not problems:
             return
         excerpts = line_excerpts(file, {n for n, _ in problems}, MAX_EXCERPT)
-        conn.execute(insert(QuarantineRow), [
+        insert_many(conn, QuarantineRow.__table__, [
             dict(import_id=import_id, source_path=self.scrubber.text(str(file)), line=n, reason=why,
                  excerpt=self.scrubber.text(excerpts.get(n, "")), created_at=utcnow()) for n, why in problems])
 
@@ -366,27 +376,3 @@ class Ingestor:
             conn.execute(insert(QuarantineRow).values(import_id=import_id, source_path=shown, line=None,
                                                       reason=message, created_at=utcnow()))
         return IngestResult(path, agent, origin, status=status, message=message, import_id=import_id)
-
-
-# --- helpers -----------------------------------------------------------------------------------------
-
-@dataclass
-class _Delta:
-    lines_in: int
-    stored: int
-    quarantined: int
-    skipped: int
-    new_problems: list[tuple[int, str]]
-
-
-def _delta(c: FileCounts, row, excluded: bool) -> _Delta:
-    """What this ingest adds to what the file's row already counted (all of it for a new or replaced file)."""
-    stored, skipped = (0, c.skipped + c.stored) if excluded else (c.stored, c.skipped)
-    if row is None or c.lines < row.lines:
-        return _Delta(c.lines, stored, c.quarantined, skipped, c.problems)
-    new = [(n, why) for n, why in c.problems if n > row.lines]
-    quarantined = len(new)
-    lines_in = c.lines - row.lines
-    stored_delta = stored - row.stored
-    return _Delta(lines_in, stored_delta, quarantined, lines_in - stored_delta - quarantined, new)
-

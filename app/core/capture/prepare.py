@@ -17,7 +17,7 @@ from app.core.capture.spill import SPILL_FILE_BYTES, Spill
 from app.core.scrub.scrubber import Scrubber
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
-Records = tuple[list[dict], list[dict]]  # a session's rows (its own and its sub-agents') and its message rows
+Records = tuple[list[dict], list[tuple]]  # a session's rows (its own and its sub-agents'), its message rows
 SCRUB_CHARS = 4 * 1024**2  # text scrubbed per pass (see scrub)
 
 
@@ -65,7 +65,7 @@ class Prepared:
             return top["source_path"], top["messages"]
         return self.session.source_path, len(self.session.messages)
 
-    def rows_for(self, sid: str) -> tuple[list[dict], Iterator[dict]]:
+    def rows_for(self, sid: str) -> tuple[list[dict], Iterator[tuple]]:
         """The kept session's rows stored as `sid` (a worker's rows are moved to it when it guessed another)."""
         if self.records is not None:  # moved in place: a batch written again file by file moves them from `sid`
             made, self.key = rows.rekey(*self.records, self.key, sid), sid
@@ -75,8 +75,8 @@ class Prepared:
     def with_rows(self, key: str) -> Prepared:
         """This, with its rows made now for the id `key` and the session let go (what a worker sends back)."""
         if self.session is not None:
-            sessions, messages = rows.session_rows(key, self.session)
-            self.records, self.key, self.session = (sessions, messages), key, None
+            sessions, messages = rows.session_records(key, self.session)
+            self.records, self.key, self.session = (sessions, list(messages)), key, None
         return self
 
     def close(self) -> None:
@@ -137,7 +137,7 @@ def scrub(scrubber: Scrubber, session: Session, chars: int = SCRUB_CHARS) -> Non
         start, piece, size = 0, [], 0
         for end, message in enumerate(branch, 1):
             piece.append(message)
-            size += sum(p.chars for p in message.parts)
+            size += sum([len(p.text) for p in message.parts])  # Part.chars
             if size >= chars or end == len(branch):
                 branch[start:end] = scrubber.session(Session(session.agent, session.session_id, "",
                                                              messages=piece)).messages
@@ -176,3 +176,26 @@ def counts_of(agent: str, s: Session) -> FileCounts:
         first.setdefault(n, why)
     return FileCounts(lines=s.lines, stored=stored, quarantined=len(bad), skipped=s.lines - stored - len(bad),
                       offset=s.end_offset, problems=sorted(first.items()))
+
+
+@dataclass
+class Delta:
+    """What an ingest adds to a file's counts (capture_files' row): its new lines and problems."""
+
+    lines_in: int
+    stored: int
+    quarantined: int
+    skipped: int
+    new_problems: list[tuple[int, str]]
+
+
+def delta(c: FileCounts, row, excluded: bool) -> Delta:
+    """What this ingest adds to what the file's row already counted (all of it for a new or replaced file)."""
+    stored, skipped = (0, c.skipped + c.stored) if excluded else (c.stored, c.skipped)
+    if row is None or c.lines < row.lines:
+        return Delta(c.lines, stored, c.quarantined, skipped, c.problems)
+    new = [(n, why) for n, why in c.problems if n > row.lines]
+    quarantined = len(new)
+    lines_in = c.lines - row.lines
+    stored_delta = stored - row.stored
+    return Delta(lines_in, stored_delta, quarantined, lines_in - stored_delta - quarantined, new)

@@ -118,11 +118,7 @@ class CaptureQueries:
 
     def sessions_stored(self) -> tuple[int, int]:
         """(top-level sessions, sub-agent sessions) stored: the Datasets tab's count to build from."""
-        derived.counted(self.store)
-        with self.store.session() as db:
-            rows = dict(db.execute(select(CaptureCount.root, func.sum(CaptureCount.sessions))
-                                   .group_by(CaptureCount.root)).all())
-        return int(rows.get(1) or 0), int(rows.get(0) or 0)
+        return derived.stored(self.store)
 
     def tool_histogram(self, limit: int = 20) -> list[tuple[str, int]]:
         """Tool calls by name over every session (main branches), most used first (derived.tool_histogram)."""

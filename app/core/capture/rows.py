@@ -15,7 +15,6 @@ import hashlib
 import itertools
 import json
 import zlib
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -30,16 +29,21 @@ from app.core.capture.session import MODELS_SEP, Message, Part, Session, acting_
 TITLE_CHARS = 120
 
 
+MESSAGE_COLUMNS = ("session_id", "branch", "seq", "role", "text", "parts_json", "parts_z", "tools", "is_error",
+                   "timestamp", "model", "compact_summary", "meta", "line")  # a message row's values, in order
+
+
 def session_rows(sid: str, session: Session, parent: str | None = None) -> tuple[list[dict], list[dict]]:
     """The session and its sub-agents (each its own row, linked by parent_id and spawned_by), and their messages."""
     sessions, messages = session_records(sid, session, parent)
-    return sessions, list(messages)
+    return sessions, [dict(zip(MESSAGE_COLUMNS, m)) for m in messages]
 
 
-def session_records(sid: str, session: Session, parent: str | None = None) -> tuple[list[dict], Iterator[dict]]:
+def session_records(sid: str, session: Session, parent: str | None = None) -> tuple[list[dict], Iterator[tuple]]:
     """session_rows with the message rows made one at a time as they are taken (a huge session's rows are never
-    all in memory at once)."""
-    sessions, messages = [_session_row(sid, session, parent)], [_message_rows(sid, session)]
+    all in memory at once), each the tuple of its MESSAGE_COLUMNS (what the driver is given, and a prepare worker
+    sends back: no dict per row)."""
+    sessions, messages = [_session_row(sid, session, parent)], [_message_tuples(sid, session)]
     for sub in session.subagents:
         sub_id = hashlib.sha1(f"{sid}\0{sub.session_id}".encode()).hexdigest()[:20]
         more_sessions, more_messages = session_records(sub_id, sub, parent=sid)
@@ -48,7 +52,7 @@ def session_records(sid: str, session: Session, parent: str | None = None) -> tu
     return sessions, itertools.chain.from_iterable(messages)
 
 
-def rekey(sessions: list[dict], messages: list[dict], old: str, new: str) -> tuple[list[dict], Iterator[dict]]:
+def rekey(sessions: list[dict], messages: list[tuple], old: str, new: str) -> tuple[list[dict], Iterator[tuple]]:
     """session_records' rows made for the id `old` as session_records(new, ...) makes them (sub-agents' ids derive
     from their parent's), dated now: a prepare worker makes them before the write knows the session's id."""
     ids = {None: None, old: new}
@@ -57,27 +61,28 @@ def rekey(sessions: list[dict], messages: list[dict], old: str, new: str) -> tup
             ids[row["id"]] = hashlib.sha1(f"{ids[row['parent_id']]}\0{row['native_id']}".encode()).hexdigest()[:20]
         row["id"], row["parent_id"], row["updated_at"] = ids[row["id"]], ids[row["parent_id"]], utcnow()
     if new != old:
-        for message in messages:
-            message["session_id"] = ids[message["session_id"]]
+        messages[:] = [(ids[m[0]], *m[1:]) for m in messages]  # session_id first
     return sessions, iter(messages)
 
 
 def _session_row(sid: str, session: Session, parent: str | None) -> dict:
     """The session's row, its messages gone through once (a huge session's are read back from its spill)."""
-    tally, usage, tool_calls, turns, title = Tally(), Counter(), 0, 0, ""
+    tally, usage, turns, title = Tally(), {}, 0, ""
     models: dict[str, None] = {}  # session.acting_models()
     for m in session.messages:
         tally.add(m)
-        usage.update(m.usage)
-        tool_calls += sum(1 for p in m.parts if p.kind == "tool_call")
-        if is_request(m):
-            title = title if turns else " ".join(m.text.split())[:TITLE_CHARS]
-            turns += 1
-        if model := acting_model(m):
+        for key, n in m.usage.items():  # session.usage()
+            usage[key] = usage.get(key, 0) + n
+        if m.role == "user":
+            if is_request(m):
+                title = title if turns else " ".join(m.text.split())[:TITLE_CHARS]
+                turns += 1
+        elif m.model and (model := acting_model(m)):
             models.setdefault(model, None)
     for m in (m for branch in session.abandoned for m in branch):
-        if model := acting_model(m):
+        if m.model and (model := acting_model(m)):
             models.setdefault(model, None)
+    tool_calls = tally.calls
     sig = tally.signals()
     return dict(
         id=sid, agent=session.agent, native_id=session.session_id, parent_id=parent, spawned_by=session.spawned_by,
@@ -93,17 +98,22 @@ def _session_row(sid: str, session: Session, parent: str | None) -> dict:
 
 
 def _message_rows(sid: str, session: Session) -> Iterator[dict]:
+    """A session's own message rows as dicts (bench/trace_data)."""
+    return (dict(zip(MESSAGE_COLUMNS, m)) for m in _message_tuples(sid, session))
+
+
+def _message_tuples(sid: str, session: Session) -> Iterator[tuple]:
     for branch, msgs in enumerate([session.messages, *session.abandoned]):
         for seq, m in enumerate(msgs):
             yield _message_row(sid, branch, seq, m)
 
 
-def _message_row(sid: str, branch: int, seq: int, m: Message) -> dict:
-    tools = ",".join(p.tool_name or "?" for p in m.parts if p.kind == "tool_call")
-    return dict(session_id=sid, branch=branch, seq=seq, role=m.role, text=m.text,
-                **pack_parts([_part(p) for p in m.parts]), tools=tools,
-                is_error=int(any(p.is_error for p in m.parts)), timestamp=m.timestamp, model=m.model,
-                compact_summary=int(m.compact_summary), meta=int(m.meta), line=m.line)
+def _message_row(sid: str, branch: int, seq: int, m: Message) -> tuple:
+    """A message's row: the values of MESSAGE_COLUMNS."""
+    parts = m.parts
+    tools = ",".join([p.tool_name or "?" for p in parts if p.kind == "tool_call"])
+    return (sid, branch, seq, m.role, m.text, "", _packed([_part(p) for p in parts]), tools,
+            int(any([p.is_error for p in parts])), m.timestamp, m.model, int(m.compact_summary), int(m.meta), m.line)
 
 
 def _part(p: Part) -> dict[str, Any]:
@@ -121,8 +131,12 @@ LZ4 = b"L"  # parts_z's first byte before an LZ4 block (its size stored in it); 
 def pack_parts(parts: list[dict[str, Any]] | str) -> dict[str, Any]:
     """The message row's columns for its parts (compact dicts, or their JSON text as an older payload carries it):
     `parts_z` the JSON as an LZ4 block behind `LZ4`, `parts_json` emptied."""
+    return {"parts_json": "", "parts_z": _packed(parts)}
+
+
+def _packed(parts: list[dict[str, Any]] | str) -> bytes:
     data = parts.encode() if isinstance(parts, str) else _dumps(parts)
-    return {"parts_json": "", "parts_z": LZ4 + lz4.block.compress(data, store_size=True)}
+    return LZ4 + lz4.block.compress(data, store_size=True)
 
 
 def unpack(packed: bytes) -> bytes:

@@ -1,4 +1,4 @@
-"""A Python regex as a Hyperscan byte pattern that matches wherever the original may (a superset), for one-pass gating.
+"""The scrubber's gate: one Hyperscan pass (`OnePass`) over byte patterns that match wherever a rule's regex may.
 
 Scrubbing runs a rule's Python pattern only where the rule could match; one Hyperscan pass over a text's UTF-8 bytes
 says so for every rule at once. The byte pattern must never miss a text the Python one (Unicode, str) matches, so it
@@ -7,7 +7,8 @@ that can take a character takes any one non-ASCII character too (1-4 bytes of 0x
 take their other case and the non-ASCII letters Python folds onto them (KELVIN SIGN, LONG S, dotted and dotless I,
 found by asking Python's own matcher), and what a byte pattern
 cannot say (word boundaries, anchors, lookarounds) is dropped, which only widens it. The Python pattern still
-decides every match: a prefilter hit only lets it run.
+decides every match: a prefilter hit only lets it run. A gate's lower-case literal is looked for in the text as it is
+(`lowered_literal`), not in a lower-cased copy.
 """
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ import functools
 import re
 import re._constants as C  # noqa: N812 - the parser's opcode names
 import re._parser as P  # noqa: N812
+import threading
+from typing import Any
+
+import hyperscan
 
 HIGH = set(range(128, 256))  # the bytes of non-ASCII characters in UTF-8 (all of them, lead and continuation)
 ASCII = [chr(c) for c in range(128)]
@@ -31,6 +36,26 @@ def folds() -> dict[int, set[str]]:
     letters = [chr(c) for c in range(128) if chr(c).isalpha()]
     hits = set(re.findall("|".join(letters), "".join(map(chr, range(128, 0x110000))), re.IGNORECASE))
     return {ord(c): {h for h in hits if re.fullmatch(re.escape(c), h, re.IGNORECASE)} for c in letters}
+
+
+# The non-ASCII characters whose str.lower() holds an ASCII character (Python 3.11's Unicode database; the test
+# test_one_pass.py asks every character again): a gate that looks for a literal in a text's lower() finds it there
+LOWER_TO_ASCII = {"\u0130": "i\u0307", "\u212a": "k"}
+
+
+def lowered_literal(literal: str) -> str:
+    """The Hyperscan pattern (bytes) that matches a text's UTF-8 wherever `literal` (ASCII, lower case) is in the
+    text's lower(): each letter in either case, or a character that lowers onto it (KELVIN SIGN for k; a dotted
+    capital I lowers to i and a combining dot, so it can only end the literal)."""
+    out = []
+    for j, char in enumerate(literal):
+        options = [re.escape(c) for c in dict.fromkeys((char, char.upper()))]
+        for other, lowered in LOWER_TO_ASCII.items():
+            if lowered == char or (j == len(literal) - 1 and lowered.startswith(char)) \
+                    or (j == 0 and lowered.endswith(char)) or (len(literal) == 1 and char in lowered):
+                options.append(_bytes(other))
+        out.append(options[0] if len(options) == 1 else f"(?:{'|'.join(options)})")
+    return "".join(out)
 
 
 class Unsupported(ValueError):
@@ -146,3 +171,110 @@ def _class(codes: set[int]) -> str:
         else:
             runs.append([code, code])
     return "[" + "".join(f"\\x{a:02x}" if a == b else f"\\x{a:02x}-\\x{b:02x}" for a, b in runs) + "]"
+
+
+class OnePass:
+    """What ~60 substring scans and a regex search per rule used to find, in one Hyperscan pass over a text's UTF-8
+    bytes: which gate literals occur (the lower-case ones as in the text's lower(), without making it:
+    prefilter.lowered_literal), which probes and which rules may match (prefilter.byte_superset), each reported once
+    however often it occurs."""
+
+    def __init__(self, rules: list[tuple[str, re.Pattern, int, Any]]) -> None:  # (kind, pattern, group, Gate)
+        gates = [gate for _kind, _pattern, _group, gate in rules]
+        self.exact = sorted({k for g in gates for k in (*g.literals, *g.also)})
+        self.probes = sorted({g.probe.pattern for g in gates if g.probe is not None})
+        self.lower = sorted({k for g in gates for k in g.lower})
+        if not all(k.isascii() for k in (*self.exact, *self.lower)):
+            raise ValueError(f"gate literals {[k for k in (*self.exact, *self.lower) if not k.isascii()]} are not "
+                             "ASCII: the one-pass gate searches UTF-8 bytes; write the gate with ASCII literals (or a "
+                             "probe pattern)")
+        self.rules: dict[int, str] = {}  # rule index -> its byte superset (rules without one always run)
+        for index, (_kind, pattern, _group, _gate) in enumerate(rules):
+            try:
+                self.rules[index] = byte_superset(pattern)
+            except Unsupported:
+                continue
+        lowered = [lowered_literal(k) for k in self.lower]  # the lower-case literals, found in the text itself
+        self.keys = [*self.exact, *self.probes, *(RULE_KEY % i for i in self.rules),
+                     *(LOWER_KEY + k for k in self.lower)]
+        try:
+            exact = _database(self.exact, self.probes, [*self.rules.values(), *lowered])
+        except hyperscan.error:  # a superset Hyperscan refuses (matches empty, too large): that rule always runs
+            self.rules = {i: e for i, e in self.rules.items() if _compiles(e)}
+            self.keys = [*self.exact, *self.probes, *(RULE_KEY % i for i in self.rules),
+                         *(LOWER_KEY + k for k in self.lower)]
+            exact = _database(self.exact, self.probes, [*self.rules.values(), *lowered])
+        self._compiled = hyperscan.dumpb(exact)
+        self._databases = threading.local()  # a database's scratch space serves one scan at a time: one per thread
+
+    def __getstate__(self) -> dict:
+        """What a prepare worker is sent (capture/pool): the compiled database, not this process' loaded copies."""
+        return {k: v for k, v in self.__dict__.items() if k != "_databases"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _databases=threading.local())
+
+    def found(self, text: str) -> set[str]:
+        """The exact literals in text, the probes (by their source), the rules (RULE_KEY) that may match it and the
+        lower-case literals in its lower() (LOWER_KEY, prefilter.lowered_literal: no lower-cased copy is made)."""
+        database = getattr(self._databases, "database", None)
+        if database is None:
+            database = self._databases.database = _loaded(self._compiled)
+        hits: set[str] = set()
+        keys = self.keys  # ASCII, so a key is in the UTF-8 bytes exactly where it is in the text
+        database.scan(text.encode("utf-8", "surrogatepass"),
+                      match_event_handler=lambda key, _start, _end, _flags, _context: hits.add(keys[key]))
+        return hits
+
+    @staticmethod
+    def lowered(found: set[str]) -> set[str]:
+        """The lower-case gate literals among what `found` found."""
+        return {k[1:] for k in found if k[0] == LOWER_KEY}
+
+    def may_match(self, index: int, found: set[str]) -> bool:
+        return index not in self.rules or RULE_KEY % index in found
+
+
+RULE_KEY = "\x00rule %d"  # a rule's prefilter among the keys (no literal holds a NUL)
+LOWER_KEY = "\x01"  # before a lower-case literal among the keys
+
+
+def _loaded(compiled: bytes | None) -> hyperscan.Database | None:
+    """A compiled database for this thread, with its own scratch space."""
+    if compiled is None:
+        return None
+    database = hyperscan.loadb(compiled, hyperscan.HS_MODE_BLOCK)
+    database.scratch = hyperscan.Scratch(database)
+    return database
+
+
+def _compiles(expression: str) -> bool:
+    try:
+        _database([], [], [expression])
+        return True
+    except hyperscan.error:
+        return False
+
+
+def _database(keys: list[str], probes: list[str] = (), supersets: list[str] = ()) -> hyperscan.Database | None:
+    expressions = [re.escape(k).encode() for k in keys] + [_bytes_superset(p).encode() for p in probes] + \
+        [e.encode() for e in supersets]
+    if not expressions:
+        return None
+    database = hyperscan.Database()
+    database.compile(expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions),
+                     flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(expressions))
+    return database
+
+
+NON_ASCII_CHAR = r"[\xc0-\xff][\x80-\xbf]{1,3}"  # one non-ASCII character in UTF-8
+
+
+def _bytes_superset(pattern: str) -> str:
+    """A probe's pattern for a byte search that matches wherever Python's (Unicode) one does: a class holding `\\d`
+    (Unicode digits in Python) also takes any non-ASCII character. Probes may use nothing else Unicode-aware."""
+    out = re.sub(r"\[([^\]]*)\\d([^\]]*)\]", lambda m: f"(?:[{m[1]}0-9{m[2]}]|{NON_ASCII_CHAR})", pattern)
+    if re.search(r"\\[dDwWsSbB]|\(\?i", out):
+        raise ValueError(f"the probe {pattern!r} uses a Unicode-aware escape the byte search cannot mirror; write it "
+                         "with explicit ASCII classes (\\d only inside [...])")
+    return out

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, TypeVar
 
-import hyperscan
-
-from app.core.scrub.prefilter import Unsupported, byte_superset
+from app.core.scrub.prefilter import OnePass
 
 S = TypeVar("S")  # a captured session (app.core.capture.session.Session): metadata, messages, branches, sub-agents
 
@@ -64,101 +61,6 @@ class Gate:
             return True
         hit = any(k in found for k in self.literals) or any(k in found_lower for k in self.lower)
         return hit and all(k in found for k in self.also)
-
-
-class OnePass:
-    """What ~60 substring scans and a regex search per rule used to find, in one Hyperscan pass over a text's UTF-8
-    bytes (and one over its lower-cased form): which gate literals occur, which probes and which rules may match
-    (prefilter.byte_superset), each reported once however often it occurs."""
-
-    def __init__(self, rules: list[tuple[str, re.Pattern, int, Gate]]) -> None:
-        gates = [gate for _kind, _pattern, _group, gate in rules]
-        self.exact = sorted({k for g in gates for k in (*g.literals, *g.also)})
-        self.probes = sorted({g.probe.pattern for g in gates if g.probe is not None})
-        self.lower = sorted({k for g in gates for k in g.lower})
-        if not all(k.isascii() for k in (*self.exact, *self.lower)):
-            raise ValueError(f"gate literals {[k for k in (*self.exact, *self.lower) if not k.isascii()]} are not "
-                             "ASCII: the one-pass gate searches UTF-8 bytes; write the gate with ASCII literals (or a "
-                             "probe pattern)")
-        self.rules: dict[int, str] = {}  # rule index -> its byte superset (rules without one always run)
-        for index, (_kind, pattern, _group, _gate) in enumerate(rules):
-            try:
-                self.rules[index] = byte_superset(pattern)
-            except Unsupported:
-                continue
-        self.keys = [*self.exact, *self.probes, *(RULE_KEY % i for i in self.rules)]
-        try:
-            exact = _database(self.exact, self.probes, list(self.rules.values()))
-        except hyperscan.error:  # a superset Hyperscan refuses (matches empty, too large): that rule always runs
-            self.rules = {i: e for i, e in self.rules.items() if _compiles(e)}
-            self.keys = [*self.exact, *self.probes, *(RULE_KEY % i for i in self.rules)]
-            exact = _database(self.exact, self.probes, list(self.rules.values()))
-        self._compiled = (hyperscan.dumpb(exact), hyperscan.dumpb(_database(self.lower)) if self.lower else None)
-        self._databases = threading.local()  # a database's scratch space serves one scan at a time: one per thread
-
-    def found(self, text: str) -> set[str]:
-        """The exact literals in text, the probes (by their source) and the rules (RULE_KEY) that may match it."""
-        return self._scan(0, self.keys, text)
-
-    def found_lower(self, lowered: str) -> set[str]:
-        return self._scan(1, self.lower, lowered)
-
-    def may_match(self, index: int, found: set[str]) -> bool:
-        return index not in self.rules or RULE_KEY % index in found
-
-    def _scan(self, which: int, keys: list[str], text: str) -> set[str]:
-        databases = getattr(self._databases, "pair", None)
-        if databases is None:
-            databases = self._databases.pair = tuple(_loaded(b) for b in self._compiled)
-        hits: set[str] = set()
-        if keys:  # the keys are ASCII, so a key is in the UTF-8 bytes exactly where it is in the text
-            databases[which].scan(text.encode("utf-8", "surrogatepass"),
-                                  match_event_handler=lambda key, _start, _end, _flags, _context: hits.add(keys[key]))
-        return hits
-
-
-RULE_KEY = "\x00rule %d"  # a rule's prefilter among the keys (no literal holds a NUL)
-
-
-def _loaded(compiled: bytes | None) -> hyperscan.Database | None:
-    """A compiled database for this thread, with its own scratch space."""
-    if compiled is None:
-        return None
-    database = hyperscan.loadb(compiled, hyperscan.HS_MODE_BLOCK)
-    database.scratch = hyperscan.Scratch(database)
-    return database
-
-
-def _compiles(expression: str) -> bool:
-    try:
-        _database([], [], [expression])
-        return True
-    except hyperscan.error:
-        return False
-
-
-def _database(keys: list[str], probes: list[str] = (), supersets: list[str] = ()) -> hyperscan.Database | None:
-    expressions = [re.escape(k).encode() for k in keys] + [_bytes_superset(p).encode() for p in probes] + \
-        [e.encode() for e in supersets]
-    if not expressions:
-        return None
-    database = hyperscan.Database()
-    database.compile(expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions),
-                     flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(expressions))
-    return database
-
-
-NON_ASCII_CHAR = r"[\xc0-\xff][\x80-\xbf]{1,3}"  # one non-ASCII character in UTF-8
-
-
-def _bytes_superset(pattern: str) -> str:
-    """A probe's pattern for a byte search that matches wherever Python's (Unicode) one does: a class holding `\\d`
-    (Unicode digits in Python) also takes any non-ASCII character. Probes may use nothing else Unicode-aware."""
-    out = re.sub(r"\[([^\]]*)\\d([^\]]*)\]", lambda m: f"(?:[{m[1]}0-9{m[2]}]|{NON_ASCII_CHAR})", pattern)
-    if re.search(r"\\[dDwWsSbB]|\(\?i", out):
-        raise ValueError(f"the probe {pattern!r} uses a Unicode-aware escape the byte search cannot mirror; write it "
-                         "with explicit ASCII classes (\\d only inside [...])")
-    return out
 
 
 ALWAYS = Gate()
@@ -224,11 +126,29 @@ def _detect_secrets_patterns() -> list[tuple[str, re.Pattern, int, Gate]]:
     return out
 
 
-@lru_cache(maxsize=1)
-def _rules() -> tuple[list[tuple[str, re.Pattern, int, Gate]], OnePass]:
-    """Every rule in the order they run, and the one pass that gates them all."""
-    rules = [*RULES, *_detect_secrets_patterns()]
-    return rules, OnePass(rules)
+Compiled = tuple[list[tuple[str, re.Pattern, int, Gate]], OnePass]
+_compiled: Compiled | None = None
+
+
+def _rules() -> Compiled:
+    """Every rule in the order they run, and the one pass that gates them all: compiled once per process (~0.25 s:
+    detect-secrets' import, the byte supersets, Hyperscan), or taken from the process that started this one."""
+    global _compiled
+    if _compiled is None:
+        rules = [*RULES, *_detect_secrets_patterns()]
+        _compiled = rules, OnePass(rules)
+    return _compiled
+
+
+def compiled_rules() -> Compiled:
+    """The rules as compiled here, for another process (pickled: its patterns, gates and Hyperscan database)."""
+    return _rules()
+
+
+def use_rules(compiled: Compiled) -> None:
+    """Scrub with rules compiled by another process (a prepare worker's, sent by the scan: capture/pool)."""
+    global _compiled
+    _compiled = compiled
 
 
 def _replace(text: str, kind: str, pattern: re.Pattern, group: int, report: ScrubReport) -> str:
@@ -258,8 +178,8 @@ class Scrubber:
         if not value:
             return value
         rules, one_pass = _rules()
-        found_lower, opened = one_pass.found_lower(value.lower()), {}
-        found, seen = set(), None  # what one pass found in `seen`: passed again only after a replacement changed it
+        found, seen, opened = one_pass.found(value), value, {}  # passed again only after a replacement changed it
+        found_lower = one_pass.lowered(found)  # in the text as it came
         for index, (kind, pattern, group, gate) in enumerate(rules):
             if seen is not value:
                 found, seen = one_pass.found(value), value
@@ -287,22 +207,38 @@ class Scrubber:
     def texts(self, values: list[str]) -> list[str]:
         """Scrub many strings in one pass over their concatenation (~10x faster than one call each for the many
         short strings of a session); falls back to one call each if a replacement ever spans a separator."""
+        out = self._texts(values)
+        return list(values) if out is None else out
+
+    def _texts(self, values: list[str]) -> list[str] | None:
+        """texts(), or None when they come out as they went in (nothing found, no home path): the concatenation is
+        not split again."""
         if len(values) < 2:
-            return [self.text(v) for v in values]
-        counted = dict(self.report.counts)
-        out = self.text(SEPARATOR.join(values)).split(SEPARATOR)
+            out = [self.text(v) for v in values]
+            return None if out == values else out
+        counted, joined = dict(self.report.counts), SEPARATOR.join(values)
+        done = self.text(joined)
+        if done == joined and joined.count(SEPARATOR) == len(values) - 1:
+            return None
+        out = done.split(SEPARATOR)
         if len(out) != len(values):
             self.report.counts = counted  # undo this pass's counts: each string is counted on its own below
             return [self.text(v) for v in values]
         return out
 
-    def values(self, items: list[Any]) -> list[Any]:
-        """Scrub many JSON-like values (tool inputs): their strings in one batch, keys for the home path only."""
+    def values(self, items: list[Any], fresh: bool = True) -> list[Any]:
+        """Scrub many JSON-like values (tool inputs): their strings in one batch, keys for the home path only. Each
+        comes back rebuilt; not `fresh`: when none changes (nothing found, no home path in a key), the items
+        themselves (a session's, scrubbed in place)."""
         leaves: list[str] = []
+        keys: list[str] = []
         for item in items:
-            _collect(item, leaves)
-        scrubbed = iter(self.texts(leaves))
-        return [self._rebuild(item, scrubbed) for item in items]
+            _collect(item, leaves, keys)
+        scrubbed, named = self._texts(leaves), "\x00".join(keys)
+        if scrubbed is None and not fresh and not any(home in named for home, _ in self.home_patterns):
+            return items
+        each = iter(leaves if scrubbed is None else scrubbed)
+        return [self._rebuild(item, each) for item in items]
 
     def _rebuild(self, data: Any, scrubbed: Iterator[str]) -> Any:
         if isinstance(data, str):
@@ -336,20 +272,21 @@ class Scrubber:
 
     def _messages(self, s: Any) -> None:
         parts = [p for branch in [s.messages, *s.abandoned] for m in branch for p in m.parts]
-        for part, text in zip(parts, self.texts([p.text for p in parts])):
+        for part, text in zip(parts, self._texts([p.text for p in parts]) or ()):  # None: none changes
             part.text = text
         calls = [p for p in parts if p.tool_input is not None]
-        for part, value in zip(calls, self.values([p.tool_input for p in calls])):
+        for part, value in zip(calls, self.values([p.tool_input for p in calls], fresh=False)):
             part.tool_input = value
 
 
-def _collect(data: Any, out: list[str]) -> None:
-    """Every string inside a JSON-like value, in the order _rebuild visits them."""
+def _collect(data: Any, out: list[str], keys: list[str]) -> None:
+    """Every string inside a JSON-like value, in the order _rebuild visits them (and its dicts' keys that are)."""
     if isinstance(data, str):
         out.append(data)
     elif isinstance(data, list):
         for v in data:
-            _collect(v, out)
+            _collect(v, out, keys)
     elif isinstance(data, dict):
+        keys.extend(k for k in data if isinstance(k, str))
         for v in data.values():
-            _collect(v, out)
+            _collect(v, out, keys)

@@ -1,18 +1,19 @@
 """A message's parts stored compressed (`capture/rows.pack_parts`, `messages.parts_z`): the round trip, a row of the
 old form (`parts_json` only) still read, migration 0014 on a store with rows, and rows written straight to the driver
-(`store.insert_many`, `update_row`), on SQLite and PostgreSQL."""
+(`store.insert_many`, `update_row`) and read from it (`driver_rows`), on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import importlib
 import json
 import zlib
+from datetime import datetime
 from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import insert, inspect, select, text
 
-from app.core.base.schema import AgentSession, ImportRow, MessageRow, utcnow
-from app.core.base.store import insert_many, update_row
+from app.core.base.schema import AgentSession, CaptureFile, ImportRow, MessageRow, utcnow
+from app.core.base.store import driver_rows, insert_many, marks, update_row
 from app.core.capture.queries import CaptureQueries
 from app.core.capture.rows import LZ4, _part, pack_parts, parts_of, parts_text, unpack
 from app.core.capture.session import Part
@@ -144,3 +145,22 @@ def test_message_rows_written_straight_to_the_driver_read_back(any_store):
     assert [parts_of(r) for r in got] == PARTS
     assert [(r.branch, r.text, r.tools, r.is_error, r.timestamp, r.line) for r in got] == [
         (row["branch"], row["text"], row["tools"], row["is_error"], row["timestamp"], row["line"]) for row in rows]
+
+
+@ANY_STORE
+def test_rows_read_straight_from_the_driver_are_what_sqlalchemy_reads(any_store):
+    """store.driver_rows (ingest's reads of capture_files and sessions): every column's value as SQLAlchemy's own
+    select gives it (SQLite's DateTime text as a datetime, PostgreSQL's float as a float), on SQLite and PostgreSQL;
+    an IN list by store.marks, an ORDER BY after the condition."""
+    table, when = CaptureFile.__table__, utcnow()
+    with any_store.engine.begin() as conn:
+        for n, path in enumerate(("/a", "/b", "/c")):
+            insert_many(conn, table, [dict(path=path, agent="codex", session_id=f"s{n}", offset=n, size=10 * n,
+                                           mtime=1.5 + n, lines=n, stored=n, quarantined=0, skipped=0, error=None,
+                                           updated_at=when)])
+        keys = tuple(c.name for c in table.columns)
+        ours = driver_rows(conn, table, keys, f"path IN ({marks(2)}) ORDER BY path DESC", ["/a", "/c"])
+        theirs = conn.execute(select(table).where(table.c.path.in_(["/a", "/c"])).order_by(table.c.path.desc())).all()
+        none = driver_rows(conn, table, ("id",), "path = {}", ("/nowhere",))
+    assert [tuple(r) for r in ours] == [tuple(r) for r in theirs] and [r.path for r in ours] == ["/c", "/a"]
+    assert isinstance(ours[0].updated_at, datetime) and ours[0].mtime == 3.5 and none == []

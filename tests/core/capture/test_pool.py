@@ -77,14 +77,19 @@ def test_rows_made_for_a_guessed_id_move_to_the_stored_one():
     sub = Session("claude-code", "sub-1", "/x/sub.jsonl", messages=[Message("user", [Part("text", text="hi")])])
     top = Session("claude-code", "top", "/x/top.jsonl", messages=[Message("user", [Part("text", text="go")])],
                   subagents=[sub])
-    made = rows.session_rows("guess", top)
-    for s in made[0]:
+    def made(sid: str) -> tuple[list[dict], list[tuple]]:  # as a worker sends them: message rows as tuples
+        sessions, messages = rows.session_records(sid, top)
+        return sessions, list(messages)
+
+    guessed = made("guess")
+    for s in guessed[0]:
         s.pop("updated_at")
-    sessions, messages = rows.rekey(*rows.session_rows("guess", top), "guess", "stored")
-    want = rows.session_rows("stored", top)
+    sessions, moved = rows.rekey(*made("guess"), "guess", "stored")
+    messages, want = list(moved), made("stored")
     for s in (*sessions, *want[0]):
         s.pop("updated_at")
-    assert (sessions, list(messages)) == want and sessions != made[0]
+    assert (sessions, messages) == want and sessions != guessed[0]
+    assert {m[0] for m in messages} == {s["id"] for s in want[0]} and "guess" not in {m[0] for m in messages}
 
 
 def test_a_file_a_worker_cannot_read_fails_as_here(tmp_path, monkeypatch):
@@ -284,3 +289,21 @@ def test_a_batch_counts_a_sessions_sub_agent_files_towards_its_bytes(tmp_path, m
     monkeypatch.setattr(ingestor, "_write_batch", lambda pending, *a: written.append(len(pending)) or write(pending, *a))
     assert [r.status for r in ingestor.ingest_many(mains, final=True)] == ["ok", "ok"]
     assert subs > 0 and written == [1, 1]  # a batch of one session each (counting the main files only: one of two)
+
+
+def test_a_worker_takes_the_rules_compiled_here_and_loads_no_store(tmp_path):
+    """Sent the scrubber's rules as this process compiled them (scrubber.use_rules), a worker neither imports
+    detect-secrets nor compiles anything, and preparing a file needs no SQLAlchemy: it starts in a fraction of what
+    it took."""
+    from app.core.capture.sources import CaptureConfig
+
+    file = tmp_path / "s.jsonl"
+    shutil.copy(_files(REAL)[0], file)
+    pool = pool_module.PreparePool(2, CaptureConfig(), "/nonexistent-home").warm()
+    try:
+        ready, _replaced = pool.submit(file, "claude-code", True, "k").result()
+        loaded = pool._pool.submit(eval, "sorted(__import__('sys').modules.keys() & "
+                                         "{'sqlalchemy', 'alembic', 'detect_secrets'})").result()
+    finally:
+        pool.close()
+    assert ready.records and ready.records[1] and loaded == []

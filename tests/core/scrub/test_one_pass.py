@@ -7,8 +7,8 @@ import re
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from app.core.scrub.prefilter import byte_superset
-from app.core.scrub.scrubber import RULE_KEY, Scrubber, _rules
+from app.core.scrub.prefilter import LOWER_TO_ASCII, RULE_KEY, byte_superset, lowered_literal
+from app.core.scrub.scrubber import Scrubber, _rules
 from tests.conftest import SHARED
 from tests.core.capture.test_scrub import PLANTED
 
@@ -112,3 +112,28 @@ def test_the_case_fold_table_is_what_python_folds_and_costs_nothing_at_import():
     fresh = subprocess.run([sys.executable, "-c", "from app.core.scrub import scrubber, prefilter; "
                             "print(prefilter.folds.cache_info().currsize)"], capture_output=True, text=True, check=True)
     assert fresh.stdout.strip() == "0"
+
+
+def test_the_characters_that_lower_onto_ascii_are_the_ones_the_gate_knows():
+    """A lower-case gate literal is looked for in the text itself (prefilter.lowered_literal): every character whose
+    lower() holds an ASCII one must be in LOWER_TO_ASCII, with what it lowers to."""
+    lowered = ((c, c.lower()) for c in map(chr, range(128, 0x110000)))
+    assert {c: low for c, low in lowered if any(x.isascii() for x in low)} == LOWER_TO_ASCII
+    assert all(c.lower() in (c, c.swapcase()) for c in map(chr, range(128)))  # ASCII lowers within ASCII
+
+
+@pytest.mark.parametrize("literal", ["bearer", "token", "aws", "api_key", "credential"])
+def test_a_lower_case_literal_is_found_where_lower_finds_it(literal):
+    """prefilter.lowered_literal on the bytes opens exactly where `literal in text.lower()` does."""
+    import hyperscan
+
+    database = hyperscan.Database()
+    database.compile(expressions=[lowered_literal(literal).encode()], ids=[0], elements=1,
+                     flags=[hyperscan.HS_FLAG_SINGLEMATCH])
+    spellings = [literal, literal.upper(), literal.title(), literal.replace("k", "\u212a"),
+                 literal.replace("i", "\u0130"), literal[:-1] + "\u0130", "x" + literal.upper() + "\u0307y",
+                 literal.replace("s", "\u017f"), literal[:2] + "\u0131" + literal[3:], literal[:-1]]
+    for text in spellings:
+        hits = []
+        database.scan(text.encode("utf-8", "surrogatepass"), match_event_handler=lambda *_a: hits.append(1))
+        assert bool(hits) == (literal in text.lower()), (literal, text)

@@ -85,13 +85,15 @@ def _take(state: _Parse, line: int, data: Any) -> None:
     if reason:
         session.problems.append((line, reason))
         return
-    kind, message, uuid = data.type, data.message, _str(data.uuid)
-    api = _str(message.id) if kind == "assistant" else None  # message.id: shared by the lines of one split response
-    fields = (_parent(data), _str(data.timestamp), data.isSidechain is True, _str(data.agentId), api)
+    # a Text field is a string or None (parsers/records): "" reads as None, as a missing value
+    kind, message, uuid, stamp = data.type, data.message, data.uuid or None, data.timestamp or None
+    parent = data.parentUuid or data.logicalParentUuid or None
+    api = (message.id or None) if kind == "assistant" else None  # message.id: shared by the lines of one split response
+    fields = (parent, stamp, data.isSidechain is True, data.agentId or None, api)
     if uuid and not state.nodes.claim(uuid, *fields):
         session.skipped["duplicate"] += 1  # the first record with a uuid wins
         return
-    messages = _messages(kind, data, line, session)
+    messages = _messages(kind, data, line, session, uuid, parent, stamp) if message is not None else []
     _note(state, data, messages)
     boundary = kind == "system" and data.subtype == "compact_boundary"
     session.compactions += boundary
@@ -99,15 +101,15 @@ def _take(state: _Parse, line: int, data: Any) -> None:
         session.used += 1
     else:
         session.skipped[kind] += 1
-    # records with a uuid keep the chain whole even without a message; one without is known by its line
-    if uuid or (messages and state.nodes.claim(f"line:{line}", *fields)):
-        state.nodes.fill(messages, _call_ids(api, messages))
+    # records with a uuid keep the chain whole even without a message; one without is known by its line number
+    if uuid or (messages and state.nodes.claim(line, *fields)):
+        state.nodes.fill(messages, _call_ids(api, messages) if messages else ())
 
 
 def _call_ids(api: str | None, messages: list[Message]) -> tuple[str, ...]:
     """The call ids a response's line makes, or those a record's tool results answer (claude_tree chains them)."""
     if api:
-        return tuple(p.call_id for m in messages for p in m.tool_calls() if p.call_id)
+        return tuple(p.call_id for m in messages for p in m.parts if p.kind == "tool_call" and p.call_id)
     return tuple(p.call_id for m in messages if m.role == "tool" for p in m.parts if p.call_id)
 
 
@@ -123,58 +125,71 @@ def _unusable(data: Any) -> str | None:
 
 def _note(state: _Parse, data: ClaudeRecord, messages: list[Message]) -> None:
     """Session metadata, and agentId -> spawning call_id (from toolUseResult or a progress record)."""
-    session, sid = state.session, _str(data.sessionId)
-    state.session_ids += [sid] if sid and sid not in state.session_ids else []
-    session.cwd = session.cwd or _str(data.cwd)
-    session.git_branch = _str(data.gitBranch) or session.git_branch
-    session.agent_version = _str(data.version) or session.agent_version
-    calls = [p.call_id for m in messages for p in m.parts if p.kind == "tool_result"]
-    if calls and calls[0]:
-        agent = _str(look(data.toolUseResult, "agentId"))
+    session, sid = state.session, data.sessionId
+    if sid and sid not in state.session_ids:
+        state.session_ids.append(sid)
+    if not session.cwd:
+        session.cwd = data.cwd or None
+    session.git_branch = data.gitBranch or session.git_branch
+    session.agent_version = data.version or session.agent_version
+    if messages:  # the first tool result's call, when its toolUseResult names the agent it started
+        call = next((p.call_id for m in messages for p in m.parts if p.kind == "tool_result"), None)
+        agent = _str(look(data.toolUseResult, "agentId")) if call else None
         if agent:
-            state.hints.setdefault(agent, calls[0])
-    spawner = _str(data.parentToolUseID)
+            state.hints.setdefault(agent, call)
+    spawner = data.parentToolUseID
     if spawner:
         agent = _str(look(data.data, "agentId"))
         if agent:
             state.hints.setdefault(agent, spawner)
 
 
-def _messages(kind: str, data: ClaudeRecord, line: int, session: Session) -> list[Message]:
+RESULTS = ("tool_result", "image")  # a user line's parts that answer a call (with its call id): its "tool" message
+
+
+def _messages(kind: str, data: ClaudeRecord, line: int, session: Session, uuid: str | None, parent: str | None,
+              stamp: str | None) -> list[Message]:
     """0-2 messages from a user/assistant/summary record; a user line's tool results become a "tool" message."""
-    message = data.message
-    if kind not in ("user", "assistant", "summary") or message is None:
+    if kind not in ("user", "assistant", "summary"):
         return []
-    parts = _parts(message.content, session)
-    base = dict(id=_str(data.uuid), parent_id=_parent(data), timestamp=_str(data.timestamp),
-                line=line, meta=data.isMeta is True)
+    message = data.message
+    parts, meta = _parts(message.content, session), data.isMeta is True
     if kind == "assistant":  # kept even without parts: a later line of the same response may merge into it
-        usage = message.usage if isinstance(message.usage, dict) else {}
-        usage = {k: v for k, v in usage.items() if type(v) is int}  # not bool, not nested dicts
-        return [Message("assistant", parts, model=_str(message.model), usage=usage, **base)]
-    results = [p for p in parts if p.call_id and p.kind in ("tool_result", "image")]
-    words = [p for p in parts if not (p.call_id and p.kind in ("tool_result", "image"))]
+        usage = message.usage
+        usage = {k: v for k, v in usage.items() if type(v) is int} if isinstance(usage, dict) else {}  # no bool
+        return [Message("assistant", parts, uuid, parent, stamp, message.model or None, usage, meta=meta, line=line)]
+    results, words = [], []
+    for p in parts:
+        (results if p.call_id and p.kind in RESULTS else words).append(p)
     summary = kind == "summary" or data.isCompactSummary is True
-    out = [Message("tool", results, **base)] if results else []
-    return out + ([Message("user", words, compact_summary=summary, **base)] if words else [])
+    out = [Message("tool", results, uuid, parent, stamp, meta=meta, line=line)] if results else []
+    if words:
+        out.append(Message("user", words, uuid, parent, stamp, compact_summary=summary, meta=meta, line=line))
+    return out
 
 
 def _parts(content: str | list[ClaudeBlock] | None, session: Session) -> list[Part]:
     if isinstance(content, str):
         return [Part("text", content)] if content else []
-    return [p for block in content for p in _block(block, session)] if content else []
+    out: list[Part] = []
+    for block in content or ():
+        kind = block.type
+        if kind == "text":
+            out.append(Part(kind, block.text or ""))
+        elif kind == "tool_use":
+            out.append(Part("tool_call", tool_name=block.name or None, tool_input=block.input,
+                            call_id=block.id or None))
+        else:
+            out += _block(block, session)
+    return out
 
 
 def _block(block: ClaudeBlock, session: Session) -> list[Part]:
     kind = block.type
-    if kind == "text":
-        return [Part(kind, _str(block.text) or "")]
     if kind == "thinking":
-        return [Part(kind, _str(block.thinking) or "")]
-    if kind == "tool_use":
-        return [Part("tool_call", tool_name=_str(block.name), tool_input=block.input, call_id=_str(block.id))]
+        return [Part(kind, block.thinking or "")]
     if kind == "tool_result":  # its text (a string, or its text blocks joined), then any images it holds
-        call_id, content = _str(block.tool_use_id), block.content
+        call_id, content = block.tool_use_id or None, block.content
         inner = _parts(content, session) if isinstance(content, list) else []
         text = content if isinstance(content, str) else "\n".join(p.text for p in inner if p.kind == "text")
         images = [Part("image", p.text, call_id=call_id) for p in inner if p.kind == "image"]
@@ -187,7 +202,8 @@ def _block(block: ClaudeBlock, session: Session) -> list[Part]:
 
 def _finish(state: _Parse, path: Path) -> None:
     session, ids, tree = state.session, state.session_ids, state.nodes.resolve()
-    own = array("i", (i for i in range(tree.n) if not tree.side[i]))
+    side = tree.side
+    own = array("i", range(tree.n)) if 1 not in side else array("i", (i for i in range(tree.n) if not side[i]))
     group = array("i", [0]) * tree.n  # 0: the session's own; k: the k-th inline sub-agent
     if own:
         session.session_id = path.stem if path.stem in ids else (ids[0] if ids else path.stem)
@@ -297,10 +313,6 @@ def first_session_id(file: Path) -> str | None:
         except ValueError:
             return None
     return _str(head.get("sessionId")) if isinstance(head, dict) else None
-
-
-def _parent(data: ClaudeRecord) -> str | None:
-    return _str(data.parentUuid) or _str(data.logicalParentUuid)
 
 
 def _str(value: Any) -> str | None:

@@ -16,12 +16,18 @@ from app.core.capture.spill import Spill, SpilledMessages
 NONE: tuple[int, ...] = ()
 
 
+def name(key: str | int) -> str:
+    """A node's key as text: its uuid, or `line:<n>` for a record without one (its key is the line number, an int,
+    so no uuid, whatever it holds, equals it or names it as a parent)."""
+    return key if isinstance(key, str) else f"line:{key}"
+
+
 class Held:
     """The records in memory: ids by dicts, messages as read."""
 
     def __init__(self) -> None:
-        self.index: dict[str, int] = {}
-        self.keys: list[str] = []
+        self.index: dict[str | int, int] = {}
+        self.keys: list[str | int] = []
         self.fields: list[tuple[str | None, str | None, str | None, str | None]] = []  # parent, stamp, agent, api
         self.side = bytearray()
         self.held: list[list[Message]] = []
@@ -31,9 +37,10 @@ class Held:
     def n(self) -> int:
         return len(self.keys)
 
-    def claim(self, key: str, parent: str | None, stamp: str | None, side: bool, agent: str | None,
+    def claim(self, key: str | int, parent: str | None, stamp: str | None, side: bool, agent: str | None,
               api: str | None) -> bool:
-        """A node numbered next for the record with this key; False when a record took the key before."""
+        """A node numbered next for the record with this key (its uuid, or its line number when it has none);
+        False when a record took the key before."""
         if key in self.index:
             return False
         self.index[key] = len(self.keys)
@@ -66,7 +73,7 @@ class Held:
         return self.held[i]
 
     def key(self, i: int) -> str:
-        return self.keys[i]
+        return name(self.keys[i])
 
     def agent(self, i: int) -> str | None:
         return self.fields[i][2]
@@ -101,8 +108,9 @@ class OnDisk:
         self.db = sqlite3.connect(self.path, isolation_level=None)
         for pragma in ("journal_mode=OFF", "synchronous=OFF", "locking_mode=EXCLUSIVE", f"cache_size=-{cache_kib}"):
             self.db.execute(f"PRAGMA {pragma}")
-        self.db.execute("CREATE TABLE node (i INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, parent TEXT, stamp TEXT,"
-                        " agent TEXT, api TEXT)")
+        # key: a uuid, or NULL for a record without one, known by its line (never equal to a uuid or a parent)
+        self.db.execute("CREATE TABLE node (i INTEGER PRIMARY KEY, key TEXT UNIQUE, line INTEGER, parent TEXT,"
+                        " stamp TEXT, agent TEXT, api TEXT)")
         self.db.execute("CREATE TABLE call (i INTEGER NOT NULL, id TEXT NOT NULL)")
         self.db.execute("BEGIN")
         self.side, self.first = bytearray(), array("q")  # by node: on the sidechain, its first message's number
@@ -113,11 +121,12 @@ class OnDisk:
     def n(self) -> int:
         return len(self.side)
 
-    def claim(self, key: str, parent: str | None, stamp: str | None, side: bool, agent: str | None,
+    def claim(self, key: str | int, parent: str | None, stamp: str | None, side: bool, agent: str | None,
               api: str | None) -> bool:
         n = len(self.side)
-        if not self.db.execute("INSERT OR IGNORE INTO node VALUES (?, ?, ?, ?, ?, ?)",
-                               (n, key, parent, stamp, agent, api)).rowcount:
+        uuid, line = (key, None) if isinstance(key, str) else (None, key)
+        if not self.db.execute("INSERT OR IGNORE INTO node VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               (n, uuid, line, parent, stamp, agent, api)).rowcount:
             return False
         self.side.append(side)
         return True
@@ -179,7 +188,8 @@ class OnDisk:
         return row[0] if row else None
 
     def key(self, i: int) -> str:
-        return self._one("SELECT key FROM node WHERE i = ?", i) or ""
+        row = self.db.execute("SELECT key, line FROM node WHERE i = ?", (i,)).fetchone()
+        return (row[0] if row[0] is not None else name(row[1])) if row else ""
 
     def agent(self, i: int) -> str | None:
         return self._one("SELECT agent FROM node WHERE i = ?", i)

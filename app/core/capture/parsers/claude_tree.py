@@ -211,9 +211,14 @@ class _Roots:
 def span(tree: Tree, group: Sequence[int] | None = None) -> dict[int, tuple[str, str]]:
     """Earliest and latest timestamp by group number (every node in group 0 when no groups are given): Claude Code
     writes UTC ISO strings (toISOString), which sort as text."""
-    out: dict[int, tuple[str, str]] = {}
+    out: dict[int, list[str]] = {}
     for i, stamp in tree.stamps():
         g = group[i] if group is not None else 0
-        low, high = out.get(g, (stamp, stamp))
-        out[g] = (min(low, stamp), max(high, stamp))
-    return out
+        got = out.get(g)
+        if got is None:
+            out[g] = [stamp, stamp]
+        elif stamp < got[0]:
+            got[0] = stamp
+        elif stamp > got[1]:
+            got[1] = stamp
+    return {g: (low, high) for g, (low, high) in out.items()}

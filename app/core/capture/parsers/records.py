@@ -6,8 +6,10 @@ encrypted reasoning) and builds no dict for the rest: ~1.5x orjson's plain value
 JSON value are typed Any, so only a line whose nesting differs (a Claude message or content block that is not an
 object, a Codex payload that is not one) falls back to plain values, which `claude_record` / `codex_record` turn
 into the same Structs with the values the parser would have read from the dicts (a non-object where an object is
-read is None). A field the parser looks up inside only once in a while (toolUseResult.agentId, an image's media
-type) stays msgspec.Raw, read by `look`. A Codex field whose absence differs from null defaults to msgspec.UNSET."""
+read is None). A Claude Code field the parser reads only as a string is typed `Text` (a string or null): a line with
+another value there falls back too, and holds None, so the parser reads such a field without checking its type. A
+field the parser looks up inside only once in a while (toolUseResult.agentId, an image's media type) stays
+msgspec.Raw, read by `look`. A Codex field whose absence differs from null defaults to msgspec.UNSET."""
 from __future__ import annotations
 
 import json
@@ -19,16 +21,19 @@ from msgspec import UNSET, Raw, Struct, UnsetType
 NONE = Raw()  # a Raw field the line does not have
 
 
+Text = Union[str, None]  # noqa: UP007 - a field the parser reads only as a string: another value is None to it
+
+
 class ClaudeBlock(Struct):
     """A content block: text, thinking, tool_use, tool_result (its content: a string or blocks), image."""
 
     type: Any = None
-    text: Any = None
-    thinking: Any = None
-    name: Any = None
+    text: Text = None
+    thinking: Text = None
+    name: Text = None
     input: Any = None
-    id: Any = None
-    tool_use_id: Any = None
+    id: Text = None
+    tool_use_id: Text = None
     content: Union[str, list[ClaudeBlock], None] = None  # noqa: UP007 - msgspec reads the annotation
     is_error: Any = None
     source: Raw = NONE  # an image's {media_type, data}: only its media type is read
@@ -36,8 +41,8 @@ class ClaudeBlock(Struct):
 
 class ClaudeMessage(Struct):
     content: Union[str, list[ClaudeBlock], None] = None  # noqa: UP007
-    id: Any = None
-    model: Any = None
+    id: Text = None
+    model: Text = None
     usage: Any = None
 
 
@@ -45,20 +50,20 @@ class ClaudeRecord(Struct):
     """One line of a Claude Code session file."""
 
     type: Any = None
-    uuid: Any = None
-    parentUuid: Any = None  # noqa: N815 - the JSON's names
-    logicalParentUuid: Any = None  # noqa: N815
-    timestamp: Any = None
+    uuid: Text = None
+    parentUuid: Text = None  # noqa: N815 - the JSON's names
+    logicalParentUuid: Text = None  # noqa: N815
+    timestamp: Text = None
     isSidechain: Any = None  # noqa: N815
-    agentId: Any = None  # noqa: N815
-    sessionId: Any = None  # noqa: N815
-    cwd: Any = None
-    gitBranch: Any = None  # noqa: N815
-    version: Any = None
+    agentId: Text = None  # noqa: N815
+    sessionId: Text = None  # noqa: N815
+    cwd: Text = None
+    gitBranch: Text = None  # noqa: N815
+    version: Text = None
     subtype: Any = None
     isMeta: Any = None  # noqa: N815
     isCompactSummary: Any = None  # noqa: N815
-    parentToolUseID: Any = None  # noqa: N815
+    parentToolUseID: Text = None  # noqa: N815
     message: Union[ClaudeMessage, None] = None  # noqa: UP007 - not an object: None, as the parser reads it
     toolUseResult: Raw = NONE  # noqa: N815 - only its agentId is read, and only on a tool result's line
     data: Raw = NONE  # a progress record's: only its agentId is read
@@ -104,6 +109,8 @@ claude_line = _CLAUDE.decode
 codex_line = _CODEX.decode
 _RECORD_FIELDS = frozenset(ClaudeRecord.__struct_fields__) - {"message", "toolUseResult", "data"}
 _BLOCK_FIELDS = frozenset(ClaudeBlock.__struct_fields__) - {"content", "source"}
+_TEXTS = {kind: frozenset(name for name, field in kind.__annotations__.items() if field == "Text")
+          for kind in (ClaudeRecord, ClaudeBlock, ClaudeMessage)}  # the fields typed Text, by Struct
 _CODEX_FIELDS = frozenset(CodexItem.__struct_fields__) - {"payload"}
 
 
@@ -125,13 +132,19 @@ def look(value: Any, name: str) -> Any:
 
 def claude_record(data: dict) -> ClaudeRecord:
     """A Claude Code line's plain values as the typed record the parser reads."""
-    rec = ClaudeRecord(**{k: v for k, v in data.items() if k in _RECORD_FIELDS})
+    rec = ClaudeRecord(**_texts(ClaudeRecord, {k: v for k, v in data.items() if k in _RECORD_FIELDS}))
     message = data.get("message")
     if isinstance(message, dict):
-        rec.message = ClaudeMessage(_content(message.get("content")), message.get("id"), message.get("model"),
-                                    message.get("usage"))
+        rec.message = ClaudeMessage(_content(message.get("content")), **_texts(ClaudeMessage, {
+            "id": message.get("id"), "model": message.get("model")}), usage=message.get("usage"))
     rec.toolUseResult, rec.data = data.get("toolUseResult"), data.get("data")
     return rec
+
+
+def _texts(kind: type, values: dict[str, Any]) -> dict[str, Any]:
+    """Plain values as the typed `kind` holds them: a `Text` field that is no string is None."""
+    texts = _TEXTS[kind]
+    return {k: None if k in texts and not isinstance(v, str) else v for k, v in values.items()}
 
 
 def _content(value: Any) -> str | list[ClaudeBlock] | None:
@@ -144,7 +157,7 @@ def _block(value: Any) -> ClaudeBlock:
     """A block's plain values as a ClaudeBlock (one that is not an object: a block without a type)."""
     if not isinstance(value, dict):
         return ClaudeBlock()
-    block = ClaudeBlock(**{k: v for k, v in value.items() if k in _BLOCK_FIELDS})
+    block = ClaudeBlock(**_texts(ClaudeBlock, {k: v for k, v in value.items() if k in _BLOCK_FIELDS}))
     block.content, block.source = _content(value.get("content")), value.get("source")
     return block
 
