@@ -8,12 +8,14 @@ tool, the student only wrote text), `unexpected_call` (teacher answered, the stu
 (teacher answered, the student's text ran into the token limit or was empty), `cut_call` (the answer limit cut the
 student's call before it decided: its name, or the path of an edit or the command of a shell call, unfinished).
 
-A call the answer limit cut is the judge's budget, not the student's fault, so it counts for neither side of validity,
+A call the answer limit cut is the judge's budget, not the student's fault, so it counts for neither side of validity
+(a call that ends repeating itself is a loop, not cut: it never closes, and stays `invalid_call`),
 and it is judged on what it had decided when it was cut: a finished name other than the teacher's is `other_tool`;
 the teacher's tool is `agree` when the name is enough (reads, searches, lists), and for an edit when its finished path
 is the teacher's (`other_args` when it is another); a shell command is never judged unfinished."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from app.core.toolcalls import schemas
@@ -56,7 +58,7 @@ def judge(teacher: dict, text: str, tools: list[str] | set[str] = (), tool_schem
     generation ended its turn by itself; a text answer that ran into the token limit (rambling) does not agree."""
     tool_schemas = tool_schemas or {}
     attempted, valid, why = validity(text, set(tools), tool_schemas)
-    cut = None if finished else cut_call(text)
+    cut = None if finished or loops(text) else cut_call(text)
     if cut is not None:  # the unclosed block is the limit's, not a call that does not parse
         attempted -= 1
         why = [w for w in why if w != "an unclosed <tool_call> tag"]
@@ -86,6 +88,17 @@ def judge(teacher: dict, text: str, tools: list[str] | set[str] = (), tool_schem
         return Judged("other_args", True, attempted, valid,
                       [f"{first['name']} with other arguments than the teacher's"], was_cut, True)
     return Judged("agree", True, attempted, valid, why, was_cut, True)
+
+
+LOOP = re.compile(r"(.{2,60}?)\1{3,}$", re.S)  # a piece said four times or more in a row at the very end
+
+
+def loops(text: str) -> bool:
+    """The answer ends repeating itself (`-D lib -D lib -D lib …`, `go/go/go/…`) over at least 40 characters: a call
+    in a loop never closes, whatever the limit, so the limit did not cut it: it is invalid."""
+    tail = text[-600:]
+    found = LOOP.search(tail)
+    return found is not None and len(tail) - found.start() >= 40
 
 
 def _judge_cut(cut: dict, target: dict, attempted: int, valid: int) -> Judged:

@@ -167,3 +167,12 @@ def test_a_cut_todo_list_agrees_by_its_name_as_a_finished_one_does():
     todo = {"role": "assistant", "content": '<tool_call>{"name": "TodoWrite", "arguments": {"todos": []}}</tool_call>'}
     cut = '<tool_call>{"name": "TodoWrite", "arguments": {"todos": [{"content": "Add the CSS'
     assert judge(todo, cut, TOOLS + ["TodoWrite"], None, finished=False).outcome == "agree"
+
+
+def test_a_call_that_ends_repeating_itself_is_a_loop_not_cut_and_stays_invalid():
+    bash = teacher("Bash", command="make")
+    loop = '<tool_call>{"name": "Bash", "arguments": {"command": "make' + " -D lib" * 12
+    j = judge(bash, loop, TOOLS, SCHEMAS, finished=False)
+    assert (j.outcome, j.attempted, j.valid, j.cut) == ("invalid_call", 1, 0, 0)
+    long_edit = '<tool_call>{"name": "Bash", "arguments": {"command": "make -D lib -D lib -D lib && ./configure --x'
+    assert judge(bash, long_edit, TOOLS, SCHEMAS, finished=False).outcome == "cut_call"
